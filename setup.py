@@ -1,0 +1,44 @@
+"""Packaging for txnsq: NSQ, the realtime distributed messaging platform, on Twisted."""
+
+from setuptools import find_packages, setup
+
+with open("README.md", encoding="utf-8") as readme:
+    LONG_DESCRIPTION = readme.read()
+
+setup(
+    name="txnsq",
+    version="0.1.0",
+    description="NSQ, the realtime distributed messaging platform, on Twisted",
+    long_description=LONG_DESCRIPTION,
+    long_description_content_type="text/markdown",
+    license="MIT",
+    python_requires=">=3.9",
+    packages=find_packages(include=["txnsq", "txnsq.*"]) + ["twisted.plugins"],
+    package_data={"twisted.plugins": ["txnsq_services.py", "txnsq_storage.py"]},
+    include_package_data=True,
+    zip_safe=False,
+    install_requires=[
+        "twisted[tls]>=22.10",
+        "txaio>=23.1",
+        "klein>=23.5",
+        "python-snappy>=0.6",
+        "service-identity>=21.1",
+        "pyopenssl>=23.0",
+        "zope.interface>=5.0",
+    ],
+    extras_require={
+        "test": ["treq>=23.11", "mypy>=1.5"],
+    },
+    entry_points={
+        "console_scripts": [
+            "nsqd = txnsq.nsqd.service:main",
+        ],
+    },
+    classifiers=[
+        "Framework :: Twisted",
+        "Programming Language :: Python :: 3",
+        "Programming Language :: Python :: Implementation :: CPython",
+        "Programming Language :: Python :: Implementation :: PyPy",
+        "Topic :: System :: Networking",
+    ],
+)

@@ -1,0 +1,625 @@
+"""Tests for txnsq.cli: Go ``flag``-package parsing and Go durations."""
+
+from __future__ import annotations
+
+import io
+import math
+
+from twisted.trial.unittest import SynchronousTestCase
+
+from txnsq import cli
+from txnsq.cli import (
+    BOOL,
+    BOOL_VALUE,
+    DURATION,
+    FLOAT,
+    FLOAT_LIST,
+    INT,
+    STRING,
+    STRING_LIST,
+    VALUE,
+    Flag,
+    FlagError,
+    FlagValueError,
+    HelpRequested,
+    format_duration,
+    format_duration_ns,
+    format_go_float,
+    parse_duration,
+    parse_duration_ns,
+    parse_flags,
+    parse_go_bool,
+    parse_go_float,
+    parse_go_int,
+)
+
+
+def _mode(text: str) -> str:
+    if text not in ("a", "b"):
+        raise FlagValueError("unknown mode %r" % (text,))
+    return text
+
+
+def _toggle(text: str) -> str:
+    if text == "both":
+        return "both"
+    return "on" if parse_go_bool(text) else "off"
+
+
+def sample_flags() -> list:
+    """A small table with one flag of every kind."""
+    return [
+        Flag("name", STRING, "anon", "the name"),
+        Flag("mem-queue-size", INT, 10000, "queue size"),
+        Flag("ratio", FLOAT, 0.0, "a ratio"),
+        Flag("snappy", BOOL, True, "enable snappy"),
+        Flag("debug", BOOL, False, "debug"),
+        Flag("timeout", DURATION, 60.0, "a timeout"),
+        Flag("address", STRING_LIST, [], "an address (may be given multiple times)"),
+        Flag("percentile", FLOAT_LIST, [], "percentiles"),
+        Flag("mode", VALUE, "a", "a mode", parse=_mode, default_text="a"),
+        Flag("toggle", BOOL_VALUE, "off", "a toggle", parse=_toggle),
+        Flag("verbose", BOOL, False, "[deprecated] no effect", ignored=True),
+        Flag("x", BOOL, False, "one letter"),
+    ]
+
+
+def parse(*argv: str) -> cli.ParsedFlags:
+    return parse_flags(sample_flags(), list(argv))
+
+
+def parse_error(*argv: str) -> str:
+    return parse_flags_error(sample_flags(), list(argv))
+
+
+def parse_flags_error(flags: list, argv: list) -> str:
+    try:
+        parse_flags(flags, argv)
+    except FlagError as error:
+        return error.message
+    raise AssertionError("no FlagError for %r" % (argv,))
+
+
+class SpellingTests(SynchronousTestCase):
+    """Every Go spelling of a flag and its value."""
+
+    def test_single_dash_separate_value(self) -> None:
+        """``-flag value`` sets the flag."""
+        self.assertEqual(parse("-mem-queue-size", "5")["mem_queue_size"], 5)
+
+    def test_double_dash_separate_value(self) -> None:
+        """``--flag value`` sets the flag."""
+        self.assertEqual(parse("--mem-queue-size", "5")["mem_queue_size"], 5)
+
+    def test_single_dash_equals(self) -> None:
+        """``-flag=value`` sets the flag."""
+        self.assertEqual(parse("-mem-queue-size=5")["mem_queue_size"], 5)
+
+    def test_double_dash_equals(self) -> None:
+        """``--flag=value`` sets the flag."""
+        self.assertEqual(parse("--mem-queue-size=5")["mem_queue_size"], 5)
+
+    def test_value_may_contain_equals(self) -> None:
+        """Only the first ``=`` splits name from value."""
+        self.assertEqual(parse("--name=a=b")["name"], "a=b")
+
+    def test_empty_value_after_equals(self) -> None:
+        """``--name=`` sets an empty string."""
+        self.assertEqual(parse("--name=")["name"], "")
+
+    def test_value_may_start_with_dash(self) -> None:
+        """The argument after a value flag is its value even if it looks like a flag."""
+        self.assertEqual(parse("--name", "-x")["name"], "-x")
+        self.assertEqual(parse("--mem-queue-size", "-5")["mem_queue_size"], -5)
+
+    def test_defaults(self) -> None:
+        """Flags not given keep their defaults; ignored flags have no value."""
+        parsed = parse()
+        self.assertEqual(
+            parsed.values,
+            {
+                "name": "anon",
+                "mem_queue_size": 10000,
+                "ratio": 0.0,
+                "snappy": True,
+                "debug": False,
+                "timeout": 60.0,
+                "address": [],
+                "percentile": [],
+                "mode": "a",
+                "toggle": "off",
+                "x": False,
+            },
+        )
+        self.assertEqual(parsed.given, set())
+        self.assertEqual(parsed.args, [])
+
+    def test_given_records_flags_set(self) -> None:
+        """``given`` names the attributes set on the command line."""
+        parsed = parse("--name", "n", "-debug", "--verbose")
+        self.assertEqual(parsed.given, {"name", "debug"})
+
+    def test_last_value_wins(self) -> None:
+        """A scalar flag given twice keeps the last value, as Go."""
+        self.assertEqual(parse("--name=a", "--name=b")["name"], "b")
+
+    def test_default_lists_not_shared(self) -> None:
+        """Each parse returns fresh list defaults."""
+        first = parse()
+        first["address"].append("x")
+        self.assertEqual(parse()["address"], [])
+
+
+class BoolTests(SynchronousTestCase):
+    """Boolean flags: bare, or with ``=`` and a Go boolean."""
+
+    def test_bare_is_true(self) -> None:
+        """A bare boolean flag is true."""
+        self.assertIs(parse("--debug")["debug"], True)
+        self.assertIs(parse("-debug")["debug"], True)
+
+    def test_true_forms(self) -> None:
+        """Every strconv.ParseBool spelling of true is accepted."""
+        for text in ("1", "t", "T", "TRUE", "true", "True"):
+            self.assertIs(parse("--debug=" + text)["debug"], True, text)
+
+    def test_false_forms(self) -> None:
+        """Every strconv.ParseBool spelling of false is accepted."""
+        for text in ("0", "f", "F", "FALSE", "false", "False"):
+            self.assertIs(parse("--snappy=" + text)["snappy"], False, text)
+
+    def test_bad_boolean(self) -> None:
+        """Other spellings are refused with Go's message."""
+        self.assertEqual(
+            parse_error("--snappy=yes"),
+            'invalid boolean value "yes" for -snappy: parse error',
+        )
+        self.assertEqual(
+            parse_error("--snappy=tRuE"),
+            'invalid boolean value "tRuE" for -snappy: parse error',
+        )
+
+    def test_never_consumes_next_argument(self) -> None:
+        """``--snappy false`` sets true and ``false`` ends the flags."""
+        parsed = parse("--snappy", "false", "--debug")
+        self.assertIs(parsed["snappy"], True)
+        self.assertIs(parsed["debug"], False)
+        self.assertEqual(parsed.args, ["false", "--debug"])
+
+    def test_bool_value_bare(self) -> None:
+        """A bool-like Var given bare is parsed as ``true``."""
+        self.assertEqual(parse("--toggle")["toggle"], "on")
+
+    def test_bool_value_with_text(self) -> None:
+        """A bool-like Var takes its own words after ``=``."""
+        self.assertEqual(parse("--toggle=both")["toggle"], "both")
+        self.assertEqual(parse("--toggle=false")["toggle"], "off")
+
+    def test_bool_value_error(self) -> None:
+        """A bool-like Var's refusal is reported as a boolean value error."""
+        self.assertEqual(
+            parse_error("--toggle=maybe"),
+            'invalid boolean value "maybe" for -toggle: parse error',
+        )
+
+    def test_bool_value_bare_refused(self) -> None:
+        """A bool-like Var that refuses ``true`` gives Go's bare-flag message."""
+
+        def refuse(text: str) -> str:
+            raise FlagValueError("no")
+
+        flags = [Flag("odd", BOOL_VALUE, "", "odd", parse=refuse)]
+        self.assertEqual(
+            parse_flags_error(flags, ["--odd"]), "invalid boolean flag odd: no"
+        )
+
+    def test_deprecated_flag_accepted(self) -> None:
+        """An ignored flag is accepted bare or with a value and then forgotten."""
+        self.assertNotIn("verbose", parse("--verbose").values)
+        self.assertNotIn("verbose", parse("-verbose=false").values)
+        self.assertEqual(
+            parse_error("--verbose=loud"),
+            'invalid boolean value "loud" for -verbose: parse error',
+        )
+
+
+class TerminationTests(SynchronousTestCase):
+    """Where flag parsing stops."""
+
+    def test_double_dash_ends_flags(self) -> None:
+        """``--`` is dropped and everything after it is positional."""
+        parsed = parse("--debug", "--", "--name=x", "y")
+        self.assertIs(parsed["debug"], True)
+        self.assertEqual(parsed["name"], "anon")
+        self.assertEqual(parsed.args, ["--name=x", "y"])
+
+    def test_first_non_flag_ends_flags(self) -> None:
+        """The first non-flag argument ends the flags, as in Go."""
+        parsed = parse("--name", "n", "file", "--debug")
+        self.assertEqual(parsed["name"], "n")
+        self.assertIs(parsed["debug"], False)
+        self.assertEqual(parsed.args, ["file", "--debug"])
+
+    def test_single_dash_is_positional(self) -> None:
+        """A lone ``-`` is a positional argument."""
+        self.assertEqual(parse("-", "--debug").args, ["-", "--debug"])
+
+    def test_empty_string_is_positional(self) -> None:
+        """An empty argument ends the flags."""
+        self.assertEqual(parse("", "--debug").args, ["", "--debug"])
+
+
+class ErrorTests(SynchronousTestCase):
+    """Go's error messages."""
+
+    def test_unknown_flag(self) -> None:
+        """An unknown flag is named with one dash, whatever was typed."""
+        self.assertEqual(parse_error("--foo"), "flag provided but not defined: -foo")
+        self.assertEqual(parse_error("-foo=1"), "flag provided but not defined: -foo")
+
+    def test_exit_code(self) -> None:
+        """Flag errors carry Go's exit status 2."""
+        self.assertEqual(FlagError("x").exit_code, 2)
+
+    def test_missing_argument(self) -> None:
+        """A value flag at the end of the line needs an argument."""
+        self.assertEqual(parse_error("--name"), "flag needs an argument: -name")
+
+    def test_bad_int(self) -> None:
+        """A bad integer is a parse error."""
+        self.assertEqual(
+            parse_error("--mem-queue-size", "x"),
+            'invalid value "x" for flag -mem-queue-size: parse error',
+        )
+
+    def test_int_out_of_range(self) -> None:
+        """An integer beyond int64 is out of range."""
+        self.assertEqual(
+            parse_error("--mem-queue-size=9223372036854775808"),
+            'invalid value "9223372036854775808" for flag -mem-queue-size: '
+            "value out of range",
+        )
+
+    def test_bad_duration(self) -> None:
+        """A bad duration is a parse error (flag hides time's message)."""
+        self.assertEqual(
+            parse_error("--timeout=60"),
+            'invalid value "60" for flag -timeout: parse error',
+        )
+
+    def test_bad_float(self) -> None:
+        """A bad float is a parse error."""
+        self.assertEqual(
+            parse_error("--ratio=1,5"),
+            'invalid value "1,5" for flag -ratio: parse error',
+        )
+
+    def test_value_parser_message(self) -> None:
+        """A custom value's own reason follows the colon."""
+        self.assertEqual(
+            parse_error("--mode=c"),
+            "invalid value \"c\" for flag -mode: unknown mode 'c'",
+        )
+
+    def test_bad_float_list_item(self) -> None:
+        """A bad item of a float list names the item."""
+        self.assertEqual(
+            parse_error("--percentile=0.9,x"),
+            'invalid value "0.9,x" for flag -percentile: Could not parse: x',
+        )
+
+    def test_bad_syntax(self) -> None:
+        """Three dashes or a leading ``=`` is bad flag syntax."""
+        self.assertEqual(parse_error("---x"), "bad flag syntax: ---x")
+        self.assertEqual(parse_error("-=x"), "bad flag syntax: -=x")
+        self.assertEqual(parse_error("--=x"), "bad flag syntax: --=x")
+
+    def test_quoting_in_messages(self) -> None:
+        """Values are quoted as Go's %q does."""
+        self.assertEqual(
+            parse_error('--mem-queue-size=a"b\n'),
+            'invalid value "a\\"b\\n" for flag -mem-queue-size: parse error',
+        )
+
+    def test_redefined_flag(self) -> None:
+        """A table naming a flag twice is a programming error."""
+        flags = [Flag("a", BOOL, False, ""), Flag("a", BOOL, False, "")]
+        self.assertRaises(ValueError, parse_flags, flags, [])
+
+
+class HelpTests(SynchronousTestCase):
+    """``-h`` and ``-help``."""
+
+    def test_help_spellings(self) -> None:
+        """-h, -help, --h and --help request help."""
+        for arg in ("-h", "-help", "--h", "--help", "--help=1"):
+            self.assertRaises(HelpRequested, parse, arg)
+
+    def test_help_exit_code(self) -> None:
+        """Help exits 0, as Go's ExitOnError does for ErrHelp."""
+        self.assertEqual(HelpRequested.exit_code, 0)
+
+    def test_defined_help_flag_wins(self) -> None:
+        """A program that defines -h gets it as an ordinary flag."""
+        flags = [Flag("h", BOOL, False, "hosts")]
+        self.assertIs(parse_flags(flags, ["-h"])["h"], True)
+
+    def test_usage_layout(self) -> None:
+        """The usage lists flags by name in Go's PrintDefaults layout."""
+        text = cli.format_usage(sample_flags(), "prog")
+        self.assertEqual(
+            text,
+            "Usage of prog:\n"
+            "  -address value\n"
+            "    \tan address (may be given multiple times)\n"
+            "  -debug\n"
+            "    \tdebug\n"
+            "  -mem-queue-size int\n"
+            "    \tqueue size (default 10000)\n"
+            "  -mode value\n"
+            "    \ta mode (default a)\n"
+            "  -name string\n"
+            '    \tthe name (default "anon")\n'
+            "  -percentile value\n"
+            "    \tpercentiles\n"
+            "  -ratio float\n"
+            "    \ta ratio\n"
+            "  -snappy\n"
+            "    \tenable snappy (default true)\n"
+            "  -timeout duration\n"
+            "    \ta timeout (default 1m0s)\n"
+            "  -toggle\n"
+            "    \ta toggle\n"
+            "  -verbose\n"
+            "    \t[deprecated] no effect\n"
+            "  -x\tone letter\n",
+        )
+
+    def test_usage_without_program(self) -> None:
+        """Without a program name the header is ``Usage:``."""
+        self.assertTrue(cli.format_usage([], None).startswith("Usage:\n"))
+
+    def test_backquoted_value_name(self) -> None:
+        """A `back-quoted` word in the help names the value, as UnquoteUsage."""
+        flags = [Flag("dir", STRING, "", "the `directory` to use")]
+        self.assertEqual(
+            cli.format_defaults(flags),
+            "  -dir directory\n    \tthe directory to use\n",
+        )
+
+    def test_callable_help(self) -> None:
+        """A callable help is evaluated when the usage is rendered."""
+        flags = [Flag("s", STRING, "", lambda: "computed")]
+        self.assertIn("computed", cli.format_defaults(flags))
+
+
+class RepeatableTests(SynchronousTestCase):
+    """Flags that may be given many times."""
+
+    def test_string_list_accumulates(self) -> None:
+        """Each occurrence is appended, in order, whatever the spelling."""
+        parsed = parse("--address=a:1", "-address", "b:2", "--address", "c:3")
+        self.assertEqual(parsed["address"], ["a:1", "b:2", "c:3"])
+
+    def test_list_replaces_default(self) -> None:
+        """A list given on the command line starts from empty."""
+        flags = [Flag("a", STRING_LIST, ["d"], "")]
+        self.assertEqual(parse_flags(flags, ["--a=x"])["a"], ["x"])
+        self.assertEqual(parse_flags(flags, [])["a"], ["d"])
+
+    def test_float_list_comma_and_repeat(self) -> None:
+        """Float lists take commas and repeats and stay sorted largest first."""
+        parsed = parse("--percentile=0.5,0.99", "--percentile", "0.95")
+        self.assertEqual(parsed["percentile"], [0.99, 0.95, 0.5])
+
+
+class RunOrExitTests(SynchronousTestCase):
+    """The wrapper a console script's main calls."""
+
+    def test_success(self) -> None:
+        """Good arguments are returned parsed and nothing is printed."""
+        err = io.StringIO()
+        parsed = cli.run_or_exit(sample_flags(), ["--debug"], "prog", stderr=err)
+        self.assertIs(parsed["debug"], True)
+        self.assertEqual(err.getvalue(), "")
+
+    def test_unknown_flag_exits_2(self) -> None:
+        """An unknown flag prints Go's message then the usage, and exits 2."""
+        err = io.StringIO()
+        with self.assertRaises(SystemExit) as caught:
+            cli.run_or_exit(sample_flags(), ["--foo"], "prog", stderr=err)
+        self.assertEqual(caught.exception.code, 2)
+        self.assertEqual(
+            err.getvalue(),
+            "flag provided but not defined: -foo\n"
+            + cli.format_usage(sample_flags(), "prog"),
+        )
+
+    def test_help_exits_0(self) -> None:
+        """-h prints the usage to standard error and exits 0."""
+        err = io.StringIO()
+        with self.assertRaises(SystemExit) as caught:
+            cli.run_or_exit(sample_flags(), ["-h"], "prog", stderr=err)
+        self.assertEqual(caught.exception.code, 0)
+        self.assertEqual(err.getvalue(), cli.format_usage(sample_flags(), "prog"))
+
+
+class GoNumberTests(SynchronousTestCase):
+    """strconv-compatible number parsing."""
+
+    def test_int_bases(self) -> None:
+        """Integers take Go's base prefixes, signs and separators."""
+        cases = {
+            "0": 0,
+            "42": 42,
+            "+42": 42,
+            "-42": -42,
+            "0x1F": 31,
+            "0X1f": 31,
+            "0b101": 5,
+            "0o17": 15,
+            "017": 15,
+            "1_000": 1000,
+            "0x_1F": 31,
+            "-9223372036854775808": -(1 << 63),
+            "9223372036854775807": (1 << 63) - 1,
+        }
+        for text, value in cases.items():
+            self.assertEqual(parse_go_int(text), value, text)
+
+    def test_int_refused(self) -> None:
+        """Malformed integers are parse errors."""
+        for text in ("", "-", "1.0", "08", "0x", "1__0", "_1", "1_", " 1", "1e3", "abc"):
+            with self.assertRaises(FlagValueError) as caught:
+                parse_go_int(text)
+            self.assertEqual(str(caught.exception), "parse error", text)
+
+    def test_int_range(self) -> None:
+        """Integers past int64 are out of range."""
+        with self.assertRaises(FlagValueError) as caught:
+            parse_go_int("-9223372036854775809")
+        self.assertEqual(str(caught.exception), "value out of range")
+
+    def test_float_forms(self) -> None:
+        """Floats take Go's decimal, exponent, hex and special forms."""
+        cases = {
+            "1": 1.0,
+            "-1.5": -1.5,
+            ".5": 0.5,
+            "5.": 5.0,
+            "1e3": 1000.0,
+            "1E-2": 0.01,
+            "1_000.5": 1000.5,
+            "0x1p-2": 0.25,
+            "0x1.8P1": 3.0,
+            "Inf": math.inf,
+            "-infinity": -math.inf,
+        }
+        for text, value in cases.items():
+            self.assertEqual(parse_go_float(text), value, text)
+        self.assertTrue(math.isnan(parse_go_float("NaN")))
+
+    def test_float_refused(self) -> None:
+        """Malformed floats are parse errors; huge ones out of range."""
+        for text in ("", ".", "1.5 ", "0x1", "1__0", "e3", "1e", "one"):
+            with self.assertRaises(FlagValueError) as caught:
+                parse_go_float(text)
+            self.assertEqual(str(caught.exception), "parse error", text)
+        with self.assertRaises(FlagValueError) as caught:
+            parse_go_float("1e400")
+        self.assertEqual(str(caught.exception), "value out of range")
+
+    def test_format_go_float(self) -> None:
+        """Floats print as strconv.FormatFloat(f, 'g', -1, 64)."""
+        cases = {
+            0.25: "0.25",
+            3.0: "3",
+            100000.0: "100000",
+            1e6: "1e+06",
+            123456789.0: "1.23456789e+08",
+            0.0001: "0.0001",
+            0.00001: "1e-05",
+            -2.5: "-2.5",
+            0.0: "0",
+            1e21: "1e+21",
+        }
+        for value, text in cases.items():
+            self.assertEqual(format_go_float(value), text, value)
+        self.assertEqual(format_go_float(math.inf), "+Inf")
+        self.assertEqual(format_go_float(math.nan), "NaN")
+
+
+class DurationTests(SynchronousTestCase):
+    """Go's time.ParseDuration and Duration.String."""
+
+    def test_parse(self) -> None:
+        """Go's examples parse to the same nanoseconds."""
+        cases = {
+            "0": 0,
+            "-0": 0,
+            "+0": 0,
+            "60s": 60 * 10**9,
+            "1m30s": 90 * 10**9,
+            "100ms": 100 * 10**6,
+            "1.5h": 5400 * 10**9,
+            "-1.5h": -5400 * 10**9,
+            "2h45m": 9900 * 10**9,
+            "300us": 300 * 10**3,
+            "1\u00b5s": 1000,
+            "1\u03bcs": 1000,
+            "5ns": 5,
+            ".5s": 5 * 10**8,
+            "5.s": 5 * 10**9,
+            "1h1m1s1ms1us1ns": 3661001001001,
+            "1.0000000000000000001s": 10**9,
+            "9223372036854775807ns": (1 << 63) - 1,
+            "-9223372036854775808ns": -(1 << 63),
+            "2562047h47m16.854775807s": (1 << 63) - 1,
+        }
+        for text, value in cases.items():
+            self.assertEqual(parse_duration_ns(text), value, text)
+
+    def test_seconds(self) -> None:
+        """parse_duration returns float seconds."""
+        self.assertEqual(parse_duration("25ms"), 0.025)
+        self.assertEqual(parse_duration("1m"), 60.0)
+        self.assertEqual(parse_duration("0"), 0.0)
+
+    def test_errors(self) -> None:
+        """Bad durations get time's messages."""
+        cases = {
+            "": 'time: invalid duration ""',
+            "1": 'time: missing unit in duration "1"',
+            "60": 'time: missing unit in duration "60"',
+            "1x": 'time: unknown unit "x" in duration "1x"',
+            "1sec": 'time: unknown unit "sec" in duration "1sec"',
+            ".s": 'time: invalid duration ".s"',
+            "s": 'time: invalid duration "s"',
+            "-": 'time: invalid duration "-"',
+            "1s ": 'time: unknown unit "s " in duration "1s "',
+            "9223372036854775808ns": 'time: invalid duration "9223372036854775808ns"',
+            "2562047h47m16.854775808s": (
+                'time: invalid duration "2562047h47m16.854775808s"'
+            ),
+            "99999999999999999999s": 'time: invalid duration "99999999999999999999s"',
+        }
+        for text, message in cases.items():
+            with self.assertRaises(ValueError) as caught:
+                parse_duration_ns(text)
+            self.assertEqual(str(caught.exception), message, text)
+
+    def test_format(self) -> None:
+        """Durations print as Go's Duration.String."""
+        cases = {
+            0: "0s",
+            1: "1ns",
+            1100: "1.1\u00b5s",
+            2200 * 10**3: "2.2ms",
+            25 * 10**6: "25ms",
+            250 * 10**6: "250ms",
+            10**9: "1s",
+            int(1.5 * 10**9): "1.5s",
+            60 * 10**9: "1m0s",
+            90 * 10**9: "1m30s",
+            3600 * 10**9: "1h0m0s",
+            4 * 3600 * 10**9 + 5 * 60 * 10**9 + 6 * 10**9 + 5 * 10**8: "4h5m6.5s",
+            -(60 * 10**9): "-1m0s",
+            -1: "-1ns",
+            (1 << 63) - 1: "2562047h47m16.854775807s",
+            -(1 << 63): "-2562047h47m16.854775808s",
+        }
+        for value, text in cases.items():
+            self.assertEqual(format_duration_ns(value), text, value)
+
+    def test_format_seconds(self) -> None:
+        """format_duration renders float seconds."""
+        self.assertEqual(format_duration(0.025), "25ms")
+        self.assertEqual(format_duration(60.0), "1m0s")
+        self.assertEqual(format_duration(900.0), "15m0s")
+        self.assertEqual(format_duration(0.25), "250ms")
+
+    def test_round_trip(self) -> None:
+        """Formatting then parsing gives back the same nanoseconds."""
+        for value in (0, 1, 999, 1000, 1500, 10**6, 123456789, 61 * 10**9, 7 * 3600 * 10**9 + 3):
+            self.assertEqual(parse_duration_ns(format_duration_ns(value)), value)
+            self.assertEqual(parse_duration_ns(format_duration_ns(-value)), -value)
