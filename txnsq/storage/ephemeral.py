@@ -1,0 +1,92 @@
+# -*- test-case-name: tests.test_storage -*-
+"""
+The ``ephemeral`` storage backend, used for every ``#ephemeral`` topic and
+channel whatever ``--storage`` says: up to ``--mem-queue-size`` messages in
+memory, and overflow silently dropped (Go nsqd's in-memory channel in front
+of its dummy backend queue).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any, Deque, Optional
+
+from twisted.plugin import IPlugin
+from zope.interface import implementer
+
+from txnsq.storage.interfaces import IBackendQueue, IStorageBackend
+
+__all__ = ["EphemeralQueue", "EphemeralStorage"]
+
+
+@implementer(IBackendQueue)
+class EphemeralQueue:
+    """
+    A bounded in-memory queue that drops what does not fit.
+
+    ``limit`` is ``None``: publishing never fails on this queue's account,
+    which is what makes ephemeral topics and channels safe for producers
+    that outrun their consumers.  ``dropped`` counts the overflow.
+    """
+
+    __slots__ = ("name", "limit", "capacity", "dropped", "_items")
+
+    def __init__(self, name: str, capacity: int) -> None:
+        self.name = name
+        self.limit: Optional[int] = None
+        self.capacity = capacity
+        self.dropped = 0
+        self._items: Deque[bytes] = deque()
+
+    def __repr__(self) -> str:
+        return "<EphemeralQueue %r depth=%d dropped=%d>" % (
+            self.name,
+            len(self._items),
+            self.dropped,
+        )
+
+    def put(self, data: bytes) -> None:
+        """Append one message, or drop it when the queue is full."""
+        items = self._items
+        if len(items) < self.capacity:
+            items.append(data)
+        else:
+            self.dropped += 1
+
+    def read(self) -> Optional[bytes]:
+        """Pop the oldest message, or ``None`` when empty."""
+        items = self._items
+        if items:
+            return items.popleft()
+        return None
+
+    def depth(self) -> int:
+        """How many messages are queued."""
+        return len(self._items)
+
+    def empty(self) -> None:
+        """Drop every queued message."""
+        self._items.clear()
+
+    def close(self) -> None:
+        """Ephemeral messages never outlive the queue."""
+        self._items.clear()
+
+    def delete(self) -> None:
+        """Drop every queued message."""
+        self._items.clear()
+
+
+@implementer(IPlugin, IStorageBackend)
+class EphemeralStorage:
+    """The ``ephemeral`` backend: in-memory queues that drop their overflow."""
+
+    name = "ephemeral"
+    description = (
+        "in-memory queues that drop messages beyond --mem-queue-size "
+        "(always used for #ephemeral topics and channels)"
+    )
+
+    def open_queue(self, name: str, options: Any, clock: Any) -> EphemeralQueue:
+        """A new empty queue keeping up to ``options.mem_queue_size`` messages."""
+        return EphemeralQueue(name, int(options.mem_queue_size))
