@@ -4,6 +4,15 @@ wire format, name validation, IDENTIFY negotiation and error codes.
 
 Nothing in this package imports Twisted; the server, the client, the fuzzers
 and the benchmarks share it.
+
+- :mod:`txnsq.protocol.errors`: ``ProtocolError`` (E_* codes, Go's texts),
+  ``LineTooLong``, ``go_quote`` (Go's ``%q``)
+- :mod:`txnsq.protocol.names`: topic and channel name rules
+- :mod:`txnsq.protocol.frames`: V2 frames, ``FrameParser`` (client side)
+- :mod:`txnsq.protocol.message`: the message payload
+- :mod:`txnsq.protocol.v2`: ``V2CommandParser`` (server side) and the
+  line-command parameter parsers
+- :mod:`txnsq.protocol.identify`: IDENTIFY negotiation and replies
 """
 
-__all__: list = []
+__all__ = ["errors", "frames", "identify", "message", "names", "v2"]

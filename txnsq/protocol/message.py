@@ -1,0 +1,83 @@
+# -*- test-case-name: tests.test_protocol_message -*-
+"""
+The message payload of a V2 message frame (and of every queued message):
+
+``i64 timestamp (ns) | u16 attempts | 16-byte id | body``, big endian.
+
+The id is 16 ASCII hex digits.  Messages are kept encoded; these helpers
+read and rewrite fields without decoding the whole payload.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Tuple
+
+__all__ = [
+    "MESSAGE_HEADER_LENGTH",
+    "MESSAGE_ID_LENGTH",
+    "decode_message",
+    "encode_message",
+    "message_attempts",
+    "message_id",
+    "message_timestamp",
+    "with_attempts",
+]
+
+MESSAGE_ID_LENGTH = 16
+MESSAGE_HEADER_LENGTH = 26
+
+_PREFIX = struct.Struct(">qH")
+_pack_prefix = _PREFIX.pack
+_unpack_prefix = _PREFIX.unpack_from
+_ATTEMPTS = struct.Struct(">H")
+_pack_attempts = _ATTEMPTS.pack
+_unpack_attempts = _ATTEMPTS.unpack_from
+
+
+def encode_message(timestamp_ns: int, attempts: int, msg_id: bytes, body: bytes) -> bytes:
+    """
+    The payload for one message.
+
+    :raises ValueError: ``msg_id`` is not 16 bytes.
+    :raises struct.error: ``attempts`` outside 0..65535 or the timestamp
+        outside int64.
+    """
+    if len(msg_id) != MESSAGE_ID_LENGTH:
+        raise ValueError("message id must be %d bytes, not %d" % (MESSAGE_ID_LENGTH, len(msg_id)))
+    return _pack_prefix(timestamp_ns, attempts) + msg_id + body
+
+
+def decode_message(data: bytes) -> Tuple[int, int, bytes, bytes]:
+    """
+    ``(timestamp_ns, attempts, msg_id, body)`` of a payload.
+
+    :raises ValueError: fewer than 26 bytes (Go: "not enough data to decode
+        valid message").
+    """
+    if len(data) < MESSAGE_HEADER_LENGTH:
+        raise ValueError("not enough data to decode valid message")
+    timestamp, attempts = _unpack_prefix(data, 0)
+    return timestamp, attempts, bytes(data[10:26]), bytes(data[26:])
+
+
+def message_id(data: bytes) -> bytes:
+    """The 16-byte id of a payload."""
+    return data[10:26]
+
+
+def message_attempts(data: bytes) -> int:
+    """The attempts counter of a payload."""
+    attempts: int = _unpack_attempts(data, 8)[0]
+    return attempts
+
+
+def message_timestamp(data: bytes) -> int:
+    """The timestamp (ns since the epoch) of a payload."""
+    timestamp: int = _unpack_prefix(data, 0)[0]
+    return timestamp
+
+
+def with_attempts(data: bytes, attempts: int) -> bytes:
+    """A copy of the payload with its attempts counter set to ``attempts``."""
+    return data[:8] + _pack_attempts(attempts) + data[10:]

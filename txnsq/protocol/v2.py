@@ -1,0 +1,610 @@
+# -*- test-case-name: tests.test_protocol_v2 -*-
+"""
+The server side of NSQ's V2 command stream, sans-IO.
+
+Commands are lines ``NAME param param\\n`` (one ``\\r`` before the ``\\n``
+is dropped; parameters are split on single spaces, as Go's
+``bytes.Split``).  IDENTIFY, AUTH, PUB, DPUB and MPUB are followed by a
+4-byte big-endian signed size and a body.  The parser makes Go nsqd's
+framing checks in Go's order with Go's error texts, so that a client sees
+the same error for the same bytes, at the same moment (a check is made as
+soon as the bytes it needs have arrived, as Go's blocking reads do).
+Checks that depend on the connection's state belong to the caller, which
+gets two hooks for those Go makes before it reads a body.
+
+MPUB's messages are read as a stream, as Go's ``readMPUB`` does: the
+declared body size is checked but does not bound the parse, so a count
+smaller than the body leaves bytes that are read as the next command, and a
+larger one takes bytes from the next command.
+
+Line commands (SUB, RDY, FIN, REQ, TOUCH, NOP, CLS, unknown ones) are
+returned unvalidated; :func:`parse_sub`, :func:`parse_rdy`,
+:func:`parse_fin`, :func:`parse_req` and :func:`parse_touch` validate their
+parameters with Go's texts once the caller has made its state checks.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Callable, List, Optional, Tuple, Union
+
+from txnsq.protocol.errors import LineTooLong, ProtocolError, go_quote, protocol_error
+from txnsq.protocol.message import MESSAGE_ID_LENGTH
+from txnsq.protocol.names import is_valid_name
+
+__all__ = [
+    "BODY_COMMANDS",
+    "Command",
+    "LineTooLong",
+    "MAX_LINE_LENGTH",
+    "Precheck",
+    "V2CommandParser",
+    "parse_base10",
+    "parse_fin",
+    "parse_rdy",
+    "parse_req",
+    "parse_sub",
+    "parse_touch",
+]
+
+#: Go nsqd reads commands through a 16 KiB ``bufio.Reader``; ``ReadSlice``
+#: fails when the buffer is full without a newline, so a line *with* its
+#: newline must fit: at most 16383 bytes before the ``\n``.
+MAX_LINE_LENGTH = 16 * 1024
+
+#: The commands followed by a size and a body.
+BODY_COMMANDS = frozenset([b"IDENTIFY", b"AUTH", b"PUB", b"DPUB", b"MPUB"])
+
+#: ``hook(name, params)``; may raise :class:`ProtocolError`.
+Precheck = Callable[[bytes, List[bytes]], None]
+
+_INT32 = struct.Struct(">i")
+_unpack_int32 = _INT32.unpack_from
+
+_UINT64_MASK = (1 << 64) - 1
+_NS_PER_MS = 1000000
+
+# What a pending body command waits for.
+_SIZE = 1  # IDENTIFY, AUTH, PUB, DPUB: the body size
+_BODY = 2  # ... and then the body
+_MPUB_SIZE = 3  # MPUB: the (checked, otherwise unused) body size
+_MPUB_COUNT = 4  # the message count
+_MSG_SIZE = 5  # one message's size
+_MSG_BODY = 6  # one message's body
+
+# Copying through a memoryview saves a copy; worth its set-up cost only for
+# larger bodies.
+_VIEW_THRESHOLD = 4096
+
+
+def _extract(buf: bytearray, start: int, stop: int) -> bytes:
+    """``bytes(buf[start:stop])`` with a single copy for large slices."""
+    if stop - start < _VIEW_THRESHOLD:
+        return bytes(buf[start:stop])
+    # Views are released explicitly: a live export would forbid resizing
+    # the buffer, and PyPy does not release them promptly by itself.
+    view = memoryview(buf)
+    try:
+        part = view[start:stop]
+        try:
+            return part.tobytes()
+        finally:
+            part.release()
+    finally:
+        view.release()
+
+
+class Command:
+    """
+    One parsed command.
+
+    :ivar name: the command, e.g. ``b"PUB"`` (case-sensitive, any bytes).
+    :ivar params: the parameters after the name (split on single spaces, so
+        empty parameters are possible).
+    :ivar body: the body of IDENTIFY, AUTH, PUB and DPUB (``bytes``), the
+        list of message bodies of MPUB, ``None`` for line commands.
+    :ivar defer_ms: DPUB's validated defer in milliseconds (``params[1]``
+        keeps the raw text); 0 for the other commands.
+    """
+
+    __slots__ = ("name", "params", "body", "defer_ms")
+
+    def __init__(
+        self,
+        name: bytes,
+        params: List[bytes],
+        body: Union[bytes, List[bytes], None] = None,
+        defer_ms: int = 0,
+    ) -> None:
+        self.name = name
+        self.params = params
+        self.body = body
+        self.defer_ms = defer_ms
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Command):
+            return NotImplemented
+        return (
+            self.name == other.name
+            and self.params == other.params
+            and self.body == other.body
+            and self.defer_ms == other.defer_ms
+        )
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        body = self.body
+        if isinstance(body, list) and len(body) > 5:
+            shown = "[%d bodies]" % (len(body),)
+        else:
+            shown = repr(body)
+        return "Command(%r, %r, %s, defer_ms=%d)" % (self.name, self.params, shown, self.defer_ms)
+
+
+# ---------------------------------------------------------------------------
+# Go's number parsing
+
+
+def parse_base10(text: bytes) -> Optional[int]:
+    """
+    Go nsqd's ``protocol.ByteToBase10``: decimal digits only (no sign, no
+    space), the empty string is 0, overflow wraps at 64 bits (uint64).
+
+    :return: the value, or None when a byte is not an ASCII digit.
+    """
+    if not text:
+        return 0
+    # bytes.isdigit() is ASCII-only, as Go's '0' <= d <= '9'.
+    if not text.isdigit():
+        return None
+    return int(text) & _UINT64_MASK
+
+
+def _int64(value: int) -> int:
+    """``value`` wrapped to a signed 64-bit integer, as Go's conversions do."""
+    value &= _UINT64_MASK
+    return value - (1 << 64) if value >= 1 << 63 else value
+
+
+def _duration_ns(milliseconds: int) -> int:
+    """Go's ``time.Duration(ms) * time.Millisecond``, int64 overflow included."""
+    return _int64(milliseconds * _NS_PER_MS)
+
+
+# ---------------------------------------------------------------------------
+# Line commands
+
+
+def _message_id(params: List[bytes], verb: str) -> bytes:
+    """The 16-byte message id that FIN, REQ and TOUCH start with."""
+    if not params:
+        raise protocol_error("E_INVALID", "%s insufficient number of params" % (verb,))
+    msg_id = params[0]
+    if len(msg_id) != MESSAGE_ID_LENGTH:
+        raise protocol_error("E_INVALID", "invalid message ID")
+    return msg_id
+
+
+def parse_sub(params: List[bytes]) -> Tuple[str, str]:
+    """
+    SUB's ``topic channel`` (extra parameters are ignored, as Go does).
+
+    Call it after the state checks Go makes first (subscribed already,
+    heartbeats disabled), and make the auth check after it.
+
+    :raises ProtocolError: E_INVALID for fewer than two parameters,
+        E_BAD_TOPIC / E_BAD_CHANNEL (name Go-quoted) for invalid names.
+    """
+    if len(params) < 2:
+        raise protocol_error("E_INVALID", "SUB insufficient number of parameters")
+    topic, channel = params[0], params[1]
+    if not is_valid_name(topic):
+        raise protocol_error("E_BAD_TOPIC", "SUB topic name %s is not valid" % (go_quote(topic),))
+    if not is_valid_name(channel):
+        raise protocol_error("E_BAD_CHANNEL", "SUB channel name %s is not valid" % (go_quote(channel),))
+    # Valid names are ASCII.
+    return topic.decode("ascii"), channel.decode("ascii")
+
+
+def parse_rdy(params: List[bytes], max_rdy_count: int) -> int:
+    """
+    RDY's count; ``RDY`` alone means 1.
+
+    :raises ProtocolError: E_INVALID when the count is not a (non-negative)
+        number or outside ``0..max_rdy_count``.
+    """
+    if not params:
+        return 1
+    value = parse_base10(params[0])
+    if value is None:
+        raise protocol_error("E_INVALID", b"RDY could not parse count " + params[0])
+    count = _int64(value)
+    if count < 0 or count > max_rdy_count:
+        raise protocol_error("E_INVALID", "RDY count %d out of range 0-%d" % (count, max_rdy_count))
+    return count
+
+
+def parse_fin(params: List[bytes]) -> bytes:
+    """
+    FIN's message id.
+
+    :raises ProtocolError: E_INVALID when missing or not 16 bytes.
+    """
+    return _message_id(params, "FIN")
+
+
+def parse_touch(params: List[bytes]) -> bytes:
+    """
+    TOUCH's message id.
+
+    :raises ProtocolError: E_INVALID when missing or not 16 bytes.
+    """
+    return _message_id(params, "TOUCH")
+
+
+def parse_req(params: List[bytes], max_req_timeout_ms: int) -> Tuple[bytes, int]:
+    """
+    REQ's ``id timeout``; the timeout (ms) is clamped to
+    ``0..max_req_timeout_ms`` without a word, as Go does.
+
+    :raises ProtocolError: E_INVALID for fewer than two parameters, an id
+        that is not 16 bytes, a timeout that is not a number.
+    """
+    if len(params) < 2:
+        raise protocol_error("E_INVALID", "REQ insufficient number of params")
+    msg_id = _message_id(params, "REQ")
+    value = parse_base10(params[1])
+    if value is None:
+        raise protocol_error("E_INVALID", b"REQ could not parse timeout " + params[1])
+    timeout_ns = _duration_ns(value)
+    if timeout_ns < 0:
+        timeout_ns = 0
+    elif timeout_ns > max_req_timeout_ms * _NS_PER_MS:
+        timeout_ns = max_req_timeout_ms * _NS_PER_MS
+    return msg_id, timeout_ns // _NS_PER_MS
+
+
+# ---------------------------------------------------------------------------
+# The stream parser
+
+
+def _check_topic(verb: str, params: List[bytes], minimum: int) -> None:
+    """The parameter count and topic name checks PUB, DPUB and MPUB start with."""
+    if len(params) < minimum:
+        raise protocol_error("E_INVALID", "%s insufficient number of parameters" % (verb,))
+    topic = params[0]
+    if not is_valid_name(topic):
+        description = "%s topic name %s is not valid" % (verb, go_quote(topic))
+        if verb == "MPUB":
+            # Go nsqd's MPUB repeats the code in its description.
+            description = "E_BAD_TOPIC " + description
+        raise protocol_error("E_BAD_TOPIC", description)
+
+
+class V2CommandParser:
+    """
+    Incremental parser of the commands a V2 client sends (after the magic).
+
+    Add bytes with :meth:`feed`, then call :meth:`next_command` until it
+    returns None (more bytes needed).  Commands come one at a time so that
+    the caller's state is current when the hooks run for the next one.
+
+    A :class:`ProtocolError` (always fatal) or :class:`LineTooLong` from
+    :meth:`next_command` leaves the parser dead: it ignores input and
+    returns None from then on.
+
+    Hooks, for the state checks Go makes before it reads a body; each is
+    called once per body command and may raise :class:`ProtocolError`:
+
+    - ``early_check(name, params)``: before any check of the command line.
+      Go's place for its TLS-required policy (every command but IDENTIFY)
+      and for AUTH's state check, which comes before AUTH's parameter check.
+    - ``precheck(name, params)``: after the line checks (parameter count,
+      topic name, DPUB's defer) and before the size is read.  Go's place
+      for IDENTIFY's state check and for MPUB's auth check.  (PUB and DPUB
+      check auth after reading the body: do that when handling them.)
+    """
+
+    __slots__ = (
+        "max_msg_size",
+        "max_body_size",
+        "max_req_timeout_ms",
+        "_precheck",
+        "_early_check",
+        "_buf",
+        "_pos",
+        "_dead",
+        "_cmd",
+        "_stage",
+        "_need",
+        "_count",
+    )
+
+    def __init__(
+        self,
+        max_msg_size: int,
+        max_body_size: int,
+        max_req_timeout_ms: int,
+        precheck: Optional[Precheck] = None,
+        early_check: Optional[Precheck] = None,
+    ) -> None:
+        """
+        :param max_msg_size: ``--max-msg-size``: largest PUB/DPUB body and
+            MPUB message.
+        :param max_body_size: ``--max-body-size``: largest IDENTIFY, AUTH
+            and MPUB body; also bounds MPUB's message count.
+        :param max_req_timeout_ms: ``--max-req-timeout`` in ms: DPUB's range.
+        """
+        self.max_msg_size = max_msg_size
+        self.max_body_size = max_body_size
+        self.max_req_timeout_ms = max_req_timeout_ms
+        self._precheck = precheck
+        self._early_check = early_check
+        self._buf = bytearray()
+        # Everything before _pos has been parsed (and is dropped now and then).
+        self._pos = 0
+        self._dead = False
+        # The body command being received, what it waits for, and how much.
+        self._cmd: Optional[Command] = None
+        self._stage = 0
+        self._need = 0
+        self._count = 0
+
+    @property
+    def dead(self) -> bool:
+        """Whether a fatal error stopped the parser."""
+        return self._dead
+
+    def feed(self, data: bytes) -> None:
+        """Add received bytes (ignored once the parser is dead)."""
+        if self._dead:
+            return
+        buf = self._buf
+        pos = self._pos
+        if pos:
+            # Drop parsed bytes now and then rather than after each command.
+            if pos == len(buf):
+                del buf[:]
+                self._pos = 0
+            elif pos > 65536:
+                del buf[:pos]
+                self._pos = 0
+        buf += data
+
+    def buffered(self) -> int:
+        """Bytes received and not yet consumed by a returned command."""
+        return len(self._buf) - self._pos
+
+    def _die(self) -> None:
+        self._dead = True
+        self._cmd = None
+        self._buf = bytearray()
+        self._pos = 0
+
+    def _fail(self, code: str, description: Union[str, bytes]) -> ProtocolError:
+        """Stop the parser; return the error for the caller to raise."""
+        self._die()
+        return protocol_error(code, description)
+
+    def next_command(self) -> Optional[Command]:
+        """
+        The next complete command, or None until more bytes arrive.
+
+        :raises ProtocolError: a framing error (Go's code and text; fatal).
+        :raises LineTooLong: 16 KiB without a newline: close the connection
+            without an error frame.
+        """
+        if self._cmd is not None:
+            return self._resume()
+        if self._dead:
+            return None
+        buf = self._buf
+        pos = self._pos
+        newline = buf.find(b"\n", pos, pos + MAX_LINE_LENGTH)
+        if newline < 0:
+            if len(buf) - pos >= MAX_LINE_LENGTH:
+                self._die()
+                raise LineTooLong("no newline in %d bytes" % (MAX_LINE_LENGTH,))
+            return None
+        end = newline
+        if end > pos and buf[end - 1] == 13:
+            end -= 1
+        parts = bytes(buf[pos:end]).split(b" ")
+        self._pos = newline + 1
+        name = parts[0]
+        if name in BODY_COMMANDS:
+            return self._begin(name, parts[1:])
+        del parts[0]
+        return Command(name, parts)
+
+    def _begin(self, name: bytes, params: List[bytes]) -> Optional[Command]:
+        """Check a body command's line, in Go's order, then read its body."""
+        defer_ms = 0
+        try:
+            if self._early_check is not None:
+                self._early_check(name, params)
+            if name == b"PUB":
+                _check_topic("PUB", params, 1)
+                stage = _SIZE
+            elif name == b"MPUB":
+                _check_topic("MPUB", params, 1)
+                stage = _MPUB_SIZE
+            elif name == b"DPUB":
+                _check_topic("DPUB", params, 2)
+                value = parse_base10(params[1])
+                if value is None:
+                    raise protocol_error("E_INVALID", b"DPUB could not parse timeout " + params[1])
+                defer_ns = _duration_ns(value)
+                if defer_ns < 0 or defer_ns > self.max_req_timeout_ms * _NS_PER_MS:
+                    # Go prints the number as parsed (uint64), not the duration.
+                    raise protocol_error(
+                        "E_INVALID",
+                        "DPUB timeout %d out of range 0-%d" % (value, self.max_req_timeout_ms),
+                    )
+                defer_ms = defer_ns // _NS_PER_MS
+                stage = _SIZE
+            elif name == b"AUTH":
+                if params:
+                    raise protocol_error("E_INVALID", "AUTH invalid number of parameters")
+                stage = _SIZE
+            else:  # IDENTIFY: no line checks
+                stage = _SIZE
+            if self._precheck is not None:
+                self._precheck(name, params)
+        except ProtocolError:
+            self._die()
+            raise
+        self._cmd = Command(name, params, None, defer_ms)
+        self._stage = stage
+        return self._resume()
+
+    def _resume(self) -> Optional[Command]:
+        """Go on reading the pending body command as far as the bytes allow."""
+        cmd = self._cmd
+        assert cmd is not None
+        buf = self._buf
+        pos = self._pos
+        end = len(buf)
+        stage = self._stage
+        if stage == _SIZE:
+            if end - pos < 4:
+                return None
+            size = _unpack_int32(buf, pos)[0]
+            pos += 4
+            self._check_size(cmd.name, size)
+            self._pos = pos
+            self._need = size
+            self._stage = stage = _BODY
+        if stage == _BODY:
+            stop = pos + self._need
+            if stop > end:
+                return None
+            cmd.body = _extract(buf, pos, stop)
+            self._pos = stop
+            self._cmd = None
+            return cmd
+        if stage == _MPUB_SIZE:
+            if end - pos < 4:
+                return None
+            size = _unpack_int32(buf, pos)[0]
+            if size <= 0:
+                raise self._fail("E_BAD_BODY", "MPUB invalid body size %d" % (size,))
+            if size > self.max_body_size:
+                raise self._fail("E_BAD_BODY", "MPUB body too big %d > %d" % (size, self.max_body_size))
+            pos += 4
+            self._pos = pos
+            self._stage = stage = _MPUB_COUNT
+        if stage == _MPUB_COUNT:
+            if end - pos < 4:
+                return None
+            count = _unpack_int32(buf, pos)[0]
+            # 4 bytes of count, then at least 5 per message (size + 1 byte);
+            # Go's int64 division truncates toward zero.
+            spare = self.max_body_size - 4
+            max_messages = spare // 5 if spare >= 0 else -((-spare) // 5)
+            if count <= 0 or count > max_messages:
+                raise self._fail("E_BAD_BODY", "MPUB invalid message count %d" % (count,))
+            pos += 4
+            self._pos = pos
+            self._count = count
+            cmd.body = []
+            self._stage = stage = _MSG_SIZE
+        return self._mpub_messages(cmd, buf, pos, end, stage)
+
+    def _check_size(self, name: bytes, size: int) -> None:
+        """Go's checks of a body size, in Go's order for each command."""
+        if name == b"PUB" or name == b"DPUB":
+            if size <= 0:
+                raise self._fail("E_BAD_MESSAGE", "%s invalid message body size %d" % (name.decode(), size))
+            if size > self.max_msg_size:
+                raise self._fail(
+                    "E_BAD_MESSAGE",
+                    "%s message too big %d > %d" % (name.decode(), size, self.max_msg_size),
+                )
+        else:  # IDENTIFY, AUTH
+            if size > self.max_body_size:
+                raise self._fail(
+                    "E_BAD_BODY",
+                    "%s body too big %d > %d" % (name.decode(), size, self.max_body_size),
+                )
+            if size <= 0:
+                raise self._fail("E_BAD_BODY", "%s invalid body size %d" % (name.decode(), size))
+
+    def _mpub_messages(self, cmd: Command, buf: bytearray, pos: int, end: int, stage: int) -> Optional[Command]:
+        """
+        Read MPUB's messages from where the last call stopped: a large MPUB
+        arriving in many reads is parsed once, not once per read.
+        """
+        bodies = cmd.body
+        assert isinstance(bodies, list)
+        append = bodies.append
+        count = self._count
+        max_msg_size = self.max_msg_size
+        need = self._need
+        while True:
+            if stage == _MSG_SIZE:
+                if end - pos < 4:
+                    break
+                need = _unpack_int32(buf, pos)[0]
+                if need <= 0:
+                    raise self._fail(
+                        "E_BAD_MESSAGE",
+                        "MPUB invalid message(%d) body size %d" % (len(bodies), need),
+                    )
+                if need > max_msg_size:
+                    raise self._fail("E_BAD_MESSAGE", "MPUB message too big %d > %d" % (need, max_msg_size))
+                pos += 4
+                stage = _MSG_BODY
+            stop = pos + need
+            if stop > end:
+                break
+            if need < _VIEW_THRESHOLD:
+                append(bytes(buf[pos:stop]))
+            else:
+                append(_extract(buf, pos, stop))
+            pos = stop
+            if len(bodies) == count:
+                self._pos = pos
+                self._cmd = None
+                return cmd
+            stage = _MSG_SIZE
+        self._pos = pos
+        self._stage = stage
+        self._need = need
+        return None
+
+    def eof_error(self) -> Optional[ProtocolError]:
+        """
+        The error Go nsqd would send if the client's stream ended now.
+
+        Go reports a body command cut short (its ``io.ReadFull`` fails) with
+        these texts; a partial command line ends the connection silently
+        (None).  Only a half-closed connection can still receive the frame.
+        The parser is dead afterwards.
+        """
+        cmd = self._cmd
+        if cmd is None or self._dead:
+            self._die()
+            return None
+        verb = cmd.name.decode("ascii")
+        stage = self._stage
+        if verb == "MPUB":
+            if stage == _MPUB_SIZE:
+                error = protocol_error("E_BAD_BODY", "MPUB failed to read body size")
+            elif stage == _MPUB_COUNT:
+                error = protocol_error("E_BAD_BODY", "MPUB failed to read message count")
+            elif stage == _MSG_SIZE:
+                bodies = cmd.body
+                index = len(bodies) if isinstance(bodies, list) else 0
+                error = protocol_error("E_BAD_MESSAGE", "MPUB failed to read message(%d) body size" % (index,))
+            else:
+                error = protocol_error("E_BAD_MESSAGE", "MPUB failed to read message body")
+        elif verb in ("PUB", "DPUB"):
+            what = "message body size" if stage == _SIZE else "message body"
+            error = protocol_error("E_BAD_MESSAGE", "%s failed to read %s" % (verb, what))
+        else:
+            what = "body size" if stage == _SIZE else "body"
+            error = protocol_error("E_BAD_BODY", "%s failed to read %s" % (verb, what))
+        self._die()
+        return error
