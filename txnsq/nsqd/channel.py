@@ -1,0 +1,615 @@
+# -*- test-case-name: tests.test_channel -*-
+"""
+A channel: one subscription to a topic, shared by its consumers.
+
+Every message the topic publishes is put in each of its channels.  A
+channel hands its messages out to its ready consumers in turn, keeps each
+delivered message "in flight" until the consumer finishes it, requeues it,
+or lets it time out, and holds deferred messages (``DPUB``, ``REQ`` with a
+delay) until they are due.
+
+Time comes from the injected ``IReactorTime``.  A channel has at most one
+pending ``callLater``, set for the earliest deadline among its in-flight
+and deferred messages; the in-flight heap uses lazy deletion (finished
+entries are skipped when they reach the top, and the heap is compacted
+when mostly stale).
+
+Messages are kept as the encoded bytes of :mod:`txnsq.protocol.message`;
+delivery only reads the ID and rewrites the attempts count.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import OrderedDict
+from itertools import count
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Callable,
+    Dict,
+    List,
+    Optional,
+    Protocol,
+    Tuple,
+)
+
+from txnsq.protocol.message import message_attempts, message_id, with_attempts
+from txnsq.protocol.names import is_ephemeral
+
+if TYPE_CHECKING:
+    from txnsq.nsqd.topic import Topic
+
+__all__ = [
+    "Channel",
+    "ChannelFullError",
+    "Consumer",
+    "InFlightError",
+    "SubscribeError",
+]
+
+#: Go's texts for FIN/REQ/TOUCH of a message that cannot be acted on.
+NOT_IN_FLIGHT = "ID not in flight"
+NOT_OWNER = "client does not own message"
+
+# Float seconds near the current epoch are only exact to ~0.25 us, so a
+# timer set for a deadline may fire a hair before it; anything due within
+# this margin counts as due, so a timer can never spin short of its target.
+_EPSILON = 1e-6
+
+# The in-flight heap is rebuilt when more than half of it (and at least this
+# many entries) are stale.
+_COMPACT_MIN = 1024
+
+_MAX_ATTEMPTS = 0xFFFF
+
+
+class Consumer(Protocol):
+    """
+    What a channel needs of a consumer (the TCP adapter's connection).
+
+    A consumer is ready for another message iff
+    ``ready_count > in_flight_count``.  The channel maintains
+    ``in_flight_count``; the consumer sets ``ready_count`` (RDY) and
+    ``msg_timeout`` (seconds) and calls :meth:`Channel.consumer_ready`
+    whenever ``ready_count`` changes.
+
+    A consumer may also have a ``close()`` method: like Go's
+    ``Consumer.Close``, the channel calls it when the channel is deleted or
+    closed under the consumer (it should drop the connection).
+    """
+
+    ready_count: int
+    in_flight_count: int
+    msg_timeout: float
+
+    def send_message(self, data: bytes) -> None:
+        """
+        Deliver one message: the encoded payload of
+        :mod:`txnsq.protocol.message`, attempts already incremented.
+        """
+
+
+class InFlightError(Exception):
+    """
+    FIN, REQ or TOUCH of a message the consumer does not hold.
+
+    ``str()`` is Go's description: ``"ID not in flight"`` or
+    ``"client does not own message"``.
+    """
+
+
+class SubscribeError(Exception):
+    """A consumer cannot join the channel; ``str()`` is Go's description."""
+
+
+class ChannelFullError(SubscribeError):
+    """
+    ``--max-channel-consumers`` reached; ``str()`` is Go's text,
+    ``"consumers for TOPIC:CHANNEL exceeds limit of N"``.
+    """
+
+
+class _InFlight:
+    """One message delivered to a consumer and not yet finished."""
+
+    __slots__ = ("msg_id", "data", "consumer", "delivered_at", "seq")
+
+    def __init__(
+        self, msg_id: bytes, data: bytes, consumer: Any, delivered_at: float, seq: int
+    ) -> None:
+        self.msg_id = msg_id
+        self.data = data
+        self.consumer = consumer
+        self.delivered_at = delivered_at
+        # The sequence number of this entry's live heap item; 0 once the
+        # entry left flight, which marks all its heap items stale.
+        self.seq = seq
+
+
+class Channel:
+    """
+    One channel of a topic.  Made by :meth:`Topic.get_channel`.
+
+    :ivar name: the channel name.
+    :ivar topic_name: the name of its topic.
+    :ivar ephemeral: a ``#ephemeral`` channel (ephemeral storage; deleted
+        when its last consumer leaves).
+    :ivar consumers: the subscribed consumers, in subscription order (a
+        dict used as an ordered set).
+    :ivar paused: no message is delivered while paused.
+    :ivar exiting: the channel was closed or deleted.
+    :ivar message_count: messages put in the channel (published or
+        deferred), as Go's ``message_count``.
+    :ivar requeue_count: REQs, plus in-flight messages requeued because
+        their consumer left.
+    :ivar timeout_count: in-flight messages that timed out.
+    """
+
+    def __init__(self, topic: Topic, name: str) -> None:
+        broker = topic.broker
+        self.topic = topic
+        self.topic_name = topic.name
+        self.name = name
+        self.options = broker.options
+        self.clock: Any = broker.clock  # IReactorTime
+        self.ephemeral = is_ephemeral(name)
+        storage = broker.ephemeral_storage if self.ephemeral else broker.storage
+        self._queue: Any = storage.open_queue(  # IBackendQueue
+            topic.name + ":" + name, broker.options, broker.clock
+        )
+        self.consumers: Dict[Any, None] = {}
+        self.paused = False
+        self.exiting = False
+        self.message_count = 0
+        self.requeue_count = 0
+        self.timeout_count = 0
+        # Consumers that may be ready, in round-robin order.  Membership is
+        # a hint: readiness is checked again when a consumer comes up.
+        self._ready: "OrderedDict[Any, None]" = OrderedDict()
+        self._in_flight: Dict[bytes, _InFlight] = {}
+        self._in_flight_heap: List[Tuple[float, int, _InFlight]] = []
+        self._stale = 0
+        self._deferred: List[Tuple[float, int, bytes]] = []
+        self._next_seq: Callable[[], int] = count(1).__next__
+        self._timer: Any = None  # Optional[IDelayedCall]
+        self._timer_at: Optional[float] = None
+        self._pumping = False
+
+    def __repr__(self) -> str:
+        return "<Channel %s:%s depth=%d in_flight=%d deferred=%d>" % (
+            self.topic_name,
+            self.name,
+            self._queue.depth(),
+            len(self._in_flight),
+            len(self._deferred),
+        )
+
+    # -- state -----------------------------------------------------------
+
+    def depth(self) -> int:
+        """Messages waiting for delivery (not in flight, not deferred)."""
+        return self._queue.depth()
+
+    @property
+    def in_flight_count(self) -> int:
+        """Messages delivered and not yet finished, requeued or timed out."""
+        return len(self._in_flight)
+
+    @property
+    def deferred_count(self) -> int:
+        """Messages held until a later time (DPUB, REQ with a delay)."""
+        return len(self._deferred)
+
+    # -- messages in -----------------------------------------------------
+
+    def put(self, data: bytes) -> None:
+        """
+        Take one encoded message from the topic: deliver it to the next
+        ready consumer, or queue it.
+        """
+        self.message_count += 1
+        ready = self._ready
+        if ready and not self.paused and not self._pumping:
+            if self._queue.depth():
+                # Only reached if a consumer's readiness changed unseen;
+                # keep FIFO order by going through the queue.
+                self._queue.put(data)
+                self._pump()
+                return
+            while ready:
+                consumer = ready.popitem(last=False)[0]
+                if consumer.ready_count > consumer.in_flight_count:
+                    self._deliver(consumer, data)
+                    return
+        self._queue.put(data)
+
+    def put_deferred(self, data: bytes, delay: float) -> None:
+        """Take one message from the topic to deliver ``delay`` seconds from now."""
+        self.message_count += 1
+        self._defer(data, delay)
+
+    # -- consumers -------------------------------------------------------
+
+    def add_consumer(self, consumer: Consumer) -> None:
+        """
+        Subscribe a consumer.  Adding one already subscribed does nothing.
+
+        :raises ChannelFullError: ``--max-channel-consumers`` consumers are
+            already subscribed.
+        :raises SubscribeError: the channel is closed or deleted
+            (``"exiting"``).
+        """
+        if self.exiting:
+            raise SubscribeError("exiting")
+        consumers = self.consumers
+        if consumer in consumers:
+            return
+        limit = self.options.max_channel_consumers
+        if limit and len(consumers) >= limit:
+            raise ChannelFullError(
+                "consumers for %s:%s exceeds limit of %d"
+                % (self.topic_name, self.name, limit)
+            )
+        consumers[consumer] = None
+        self.consumer_ready(consumer)
+
+    def remove_consumer(self, consumer: Consumer) -> None:
+        """
+        Unsubscribe a consumer.  Its in-flight messages go back to the end
+        of the queue at once.  An ephemeral channel left with no consumer
+        is deleted (and with it an ephemeral topic left with no channel).
+        Removing a consumer that is not subscribed does nothing.
+        """
+        if consumer not in self.consumers:
+            return
+        del self.consumers[consumer]
+        self._ready.pop(consumer, None)
+        mine = [e for e in self._in_flight.values() if e.consumer is consumer]
+        if mine:
+            in_flight = self._in_flight
+            queue = self._queue
+            for entry in mine:
+                del in_flight[entry.msg_id]
+                data = entry.data
+                self._retire(entry)
+                queue.put(data)
+            consumer.in_flight_count -= len(mine)
+            self.requeue_count += len(mine)
+            self._check_idle()
+        if not self.consumers and self.ephemeral:
+            self.topic._ephemeral_channel_empty(self)
+            return
+        self._pump()
+
+    def consumer_ready(self, consumer: Consumer) -> None:
+        """
+        The consumer's readiness may have changed (RDY): deliver what it
+        can take now.
+        """
+        if consumer.ready_count > consumer.in_flight_count:
+            if consumer in self.consumers and consumer not in self._ready:
+                self._ready[consumer] = None
+            self._pump()
+        else:
+            self._ready.pop(consumer, None)
+
+    # -- in-flight messages ----------------------------------------------
+
+    def finish(self, consumer: Consumer, msg_id: bytes) -> None:
+        """
+        FIN: the consumer is done with the message.
+
+        :raises InFlightError: the message is not in flight, or is in
+            flight to another consumer.
+        """
+        entry = self._take(consumer, msg_id)
+        self._retire(entry)
+        consumer.in_flight_count -= 1
+        self._check_idle()
+        self._freed(consumer)
+
+    def requeue(self, consumer: Consumer, msg_id: bytes, delay: float) -> None:
+        """
+        REQ: put the message back, at the end of the queue when ``delay``
+        is 0, else deferred by ``delay`` seconds (clamped to
+        ``--max-req-timeout``).
+
+        :raises InFlightError: the message is not in flight, or is in
+            flight to another consumer.
+        """
+        entry = self._take(consumer, msg_id)
+        data = entry.data
+        self._retire(entry)
+        consumer.in_flight_count -= 1
+        self.requeue_count += 1
+        max_delay = self.options.max_req_timeout
+        if delay > max_delay:
+            delay = max_delay
+        if delay > 0:
+            self._defer(data, delay)
+        else:
+            self._queue.put(data)
+        self._check_idle()
+        self._freed(consumer)
+
+    def touch(self, consumer: Consumer, msg_id: bytes) -> None:
+        """
+        TOUCH: restart the message's timeout from now with the consumer's
+        ``msg_timeout``, but never past its delivery time plus
+        ``--max-msg-timeout`` (Go's rule).
+
+        :raises InFlightError: the message is not in flight, or is in
+            flight to another consumer.
+        """
+        entry = self._in_flight.get(msg_id)
+        if entry is None:
+            raise InFlightError(NOT_IN_FLIGHT)
+        if entry.consumer is not consumer:
+            raise InFlightError(NOT_OWNER)
+        deadline = self.clock.seconds() + consumer.msg_timeout
+        max_timeout = self.options.max_msg_timeout
+        if deadline - entry.delivered_at >= max_timeout:
+            deadline = entry.delivered_at + max_timeout
+        seq = self._next_seq()
+        entry.seq = seq
+        # The entry's previous heap item is now stale.
+        self._stale += 1
+        heapq.heappush(self._in_flight_heap, (deadline, seq, entry))
+        timer_at = self._timer_at
+        if timer_at is None or deadline < timer_at:
+            self._arm(deadline)
+        self._maybe_compact()
+
+    # -- pause, empty, close, delete -------------------------------------
+
+    def pause(self) -> None:
+        """Stop delivering messages (in-flight ones are unaffected)."""
+        self.paused = True
+
+    def unpause(self) -> None:
+        """Deliver messages again."""
+        self.paused = False
+        self._pump()
+
+    def empty(self) -> None:
+        """
+        Drop every message: queued, deferred and in flight (as Go, whose
+        consumers' in-flight counts go back to zero).
+        """
+        for entry in self._in_flight.values():
+            entry.consumer.in_flight_count -= 1
+            entry.seq = 0
+        self._clear()
+        self._queue.empty()
+        for consumer in self.consumers:
+            if consumer.ready_count > consumer.in_flight_count:
+                self._ready[consumer] = None
+
+    def close(self) -> None:
+        """
+        Shut down (nsqd is exiting): stop timers, close the consumers, and
+        put in-flight and deferred messages back in the queue before
+        closing it, so that a persistent backend keeps them.
+        """
+        if self.exiting:
+            return
+        self.exiting = True
+        queue = self._queue
+        for entry in self._in_flight.values():
+            queue.put(entry.data)
+        for _, _, data in sorted(self._deferred, key=lambda item: item[:2]):
+            queue.put(data)
+        self._drop_consumers()
+        self._clear()
+        queue.close()
+
+    def delete(self) -> None:
+        """
+        Remove the channel for good (called by :meth:`Topic.delete_channel`):
+        close the consumers, drop every message, delete the queue.
+        """
+        if self.exiting:
+            return
+        self.exiting = True
+        self._drop_consumers()
+        self._clear()
+        self._queue.delete()
+
+    # -- internals -------------------------------------------------------
+
+    def _deliver(self, consumer: Any, data: bytes) -> None:
+        """Send one message to a ready consumer and track it in flight."""
+        attempts = message_attempts(data) + 1
+        if attempts > _MAX_ATTEMPTS:
+            attempts = _MAX_ATTEMPTS
+        data = with_attempts(data, attempts)
+        msg_id = message_id(data)
+        now = self.clock.seconds()
+        deadline = now + consumer.msg_timeout
+        seq = self._next_seq()
+        entry = _InFlight(msg_id, data, consumer, now, seq)
+        self._in_flight[msg_id] = entry
+        heapq.heappush(self._in_flight_heap, (deadline, seq, entry))
+        consumer.in_flight_count += 1
+        if consumer.ready_count > consumer.in_flight_count:
+            # Back of the line: this is what spreads messages round-robin.
+            self._ready[consumer] = None
+        timer_at = self._timer_at
+        if timer_at is None or deadline < timer_at:
+            self._arm(deadline)
+        # Last, so that a consumer reacting at once (FIN inside
+        # send_message) finds the channel consistent.
+        consumer.send_message(data)
+
+    def _pump(self) -> None:
+        """Deliver queued messages while there are ready consumers."""
+        if self._pumping or self.paused or self.exiting:
+            return
+        ready = self._ready
+        queue = self._queue
+        # A consumer's send_message may call back into the channel; the
+        # flag makes those calls leave the delivering to this loop instead
+        # of recursing once per message.
+        self._pumping = True
+        try:
+            while ready and queue.depth():
+                consumer = ready.popitem(last=False)[0]
+                if consumer.ready_count <= consumer.in_flight_count:
+                    continue
+                data = queue.read()
+                if data is None:  # pragma: no cover - depth() said otherwise
+                    ready[consumer] = None
+                    ready.move_to_end(consumer, last=False)
+                    break
+                self._deliver(consumer, data)
+                if self.paused or self.exiting:
+                    break
+        finally:
+            self._pumping = False
+
+    def _take(self, consumer: Consumer, msg_id: bytes) -> _InFlight:
+        """Remove the consumer's in-flight message ``msg_id`` from flight."""
+        entry = self._in_flight.get(msg_id)
+        if entry is None:
+            raise InFlightError(NOT_IN_FLIGHT)
+        if entry.consumer is not consumer:
+            raise InFlightError(NOT_OWNER)
+        del self._in_flight[msg_id]
+        return entry
+
+    def _retire(self, entry: _InFlight) -> None:
+        """Mark an entry that left flight; its heap items become stale."""
+        entry.seq = 0
+        # Stale heap items keep the entry alive until they are popped;
+        # the message itself need not stay with it.
+        entry.data = b""
+        self._stale += 1
+        if self._stale > _COMPACT_MIN:
+            self._maybe_compact()
+
+    def _maybe_compact(self) -> None:
+        stale = self._stale
+        if stale > _COMPACT_MIN and stale * 2 > len(self._in_flight_heap):
+            heap = [item for item in self._in_flight_heap if item[2].seq == item[1]]
+            heapq.heapify(heap)
+            self._in_flight_heap = heap
+            self._stale = 0
+
+    def _check_idle(self) -> None:
+        """With nothing in flight, every heap item is stale: drop them."""
+        if not self._in_flight and self._in_flight_heap:
+            self._in_flight_heap = []
+            self._stale = 0
+            if not self._deferred:
+                self._cancel_timer()
+
+    def _freed(self, consumer: Consumer) -> None:
+        """The consumer has one message less in flight: maybe deliver."""
+        if (
+            consumer.ready_count > consumer.in_flight_count
+            and consumer in self.consumers
+        ):
+            if consumer not in self._ready:
+                self._ready[consumer] = None
+            self._pump()
+
+    def _defer(self, data: bytes, delay: float) -> None:
+        at = self.clock.seconds() + delay
+        heapq.heappush(self._deferred, (at, self._next_seq(), data))
+        timer_at = self._timer_at
+        if timer_at is None or at < timer_at:
+            self._arm(at)
+
+    def _arm(self, at: float) -> None:
+        """Make the channel's one timer fire at ``at`` (which is earlier)."""
+        delay = at - self.clock.seconds() - _EPSILON
+        if delay < 0:
+            delay = 0
+        self._timer_at = at
+        timer = self._timer
+        if timer is not None and timer.active():
+            timer.reset(delay)
+        else:
+            self._timer = self.clock.callLater(delay, self._on_timer)
+
+    def _cancel_timer(self) -> None:
+        timer = self._timer
+        if timer is not None and timer.active():
+            timer.cancel()
+        self._timer = None
+        self._timer_at = None
+
+    def _on_timer(self) -> None:
+        """Requeue timed-out in-flight messages and due deferred ones."""
+        target = self._timer_at
+        self._timer = None
+        self._timer_at = None
+        if self.exiting:
+            return
+        now = self.clock.seconds()
+        if target is not None and target > now:
+            now = target
+        limit = now + _EPSILON
+        queue = self._queue
+        heap = self._in_flight_heap
+        in_flight = self._in_flight
+        consumers = self.consumers
+        ready = self._ready
+        while heap and heap[0][0] <= limit:
+            _, seq, entry = heapq.heappop(heap)
+            if entry.seq != seq:
+                self._stale -= 1
+                continue
+            del in_flight[entry.msg_id]
+            entry.seq = 0
+            consumer = entry.consumer
+            consumer.in_flight_count -= 1
+            self.timeout_count += 1
+            queue.put(entry.data)
+            entry.data = b""
+            if consumer in consumers and consumer.ready_count > consumer.in_flight_count:
+                if consumer not in ready:
+                    ready[consumer] = None
+        deferred = self._deferred
+        while deferred and deferred[0][0] <= limit:
+            queue.put(heapq.heappop(deferred)[2])
+        self._check_idle()
+        self._pump()
+        self._rearm()
+
+    def _rearm(self) -> None:
+        """Set the timer for the earliest live deadline, if any."""
+        heap = self._in_flight_heap
+        while heap and heap[0][2].seq != heap[0][1]:
+            heapq.heappop(heap)
+            self._stale -= 1
+        at: Optional[float] = heap[0][0] if heap else None
+        deferred = self._deferred
+        if deferred and (at is None or deferred[0][0] < at):
+            at = deferred[0][0]
+        if at is not None:
+            timer_at = self._timer_at
+            if timer_at is None or at < timer_at:
+                self._arm(at)
+
+    def _clear(self) -> None:
+        """Forget every in-flight and deferred message; stop the timer."""
+        self._in_flight.clear()
+        self._in_flight_heap = []
+        self._stale = 0
+        self._deferred = []
+        self._cancel_timer()
+
+    def _drop_consumers(self) -> None:
+        """Unsubscribe everyone, asking each consumer to close (as Go)."""
+        consumers = list(self.consumers)
+        for entry in self._in_flight.values():
+            entry.consumer.in_flight_count -= 1
+            entry.seq = 0
+        self.consumers.clear()
+        self._ready.clear()
+        for consumer in consumers:
+            close = getattr(consumer, "close", None)
+            if close is not None:
+                close()

@@ -1,0 +1,301 @@
+# -*- test-case-name: tests.test_topic -*-
+"""
+A topic: where producers publish, copying every message into each of its
+channels.
+
+A topic keeps its messages in its own queue while it has no channel (or is
+paused); the first channel created then receives that backlog, and later
+channels only what is published after they exist (Go nsqd's message pump).
+The message is encoded once; every channel shares the same bytes object.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple, Union
+
+from txnsq.nsqd.channel import Channel
+from txnsq.protocol.message import encode_message
+from txnsq.protocol.names import is_ephemeral, is_valid_channel_name
+
+if TYPE_CHECKING:
+    from txnsq.nsqd.broker import Broker
+
+__all__ = ["PublishError", "Topic"]
+
+
+class PublishError(Exception):
+    """
+    A publish was refused; nothing was published.  ``str()`` is the text
+    after ``PUB failed `` in E_PUB_FAILED (E_MPUB_FAILED, E_DPUB_FAILED).
+    """
+
+
+class Topic:
+    """
+    One topic.  Made by :meth:`Broker.get_topic`.
+
+    :ivar name: the topic name.
+    :ivar ephemeral: a ``#ephemeral`` topic (ephemeral storage; deleted
+        when its last channel is deleted).
+    :ivar channels: its channels by name.
+    :ivar paused: messages stay in the topic's queue while paused.
+    :ivar exiting: the topic was closed or deleted.
+    :ivar message_count: messages published to the topic.
+    :ivar message_bytes: the total size of their bodies.
+    """
+
+    def __init__(self, broker: Broker, name: str) -> None:
+        self.broker = broker
+        self.name = name
+        self.options = broker.options
+        self.clock: Any = broker.clock  # IReactorTime
+        self._guid = broker.guid
+        self.ephemeral = is_ephemeral(name)
+        storage = broker.ephemeral_storage if self.ephemeral else broker.storage
+        self._queue: Any = storage.open_queue(  # IBackendQueue
+            name, broker.options, broker.clock
+        )
+        self.channels: Dict[str, Channel] = {}
+        self.paused = False
+        self.exiting = False
+        self.message_count = 0
+        self.message_bytes = 0
+        # The channels a publish goes to right now: empty while there is
+        # no channel, while paused and once exiting, in which cases
+        # messages stay in the topic (or are refused).
+        self._targets: Tuple[Channel, ...] = ()
+        # Deferred publishes waiting for a channel, with their delays (Go
+        # starts the delay when a channel takes the message).
+        self._backlog: List[Tuple[bytes, float]] = []
+
+    def __repr__(self) -> str:
+        return "<Topic %s depth=%d channels=%d>" % (
+            self.name,
+            self.depth(),
+            len(self.channels),
+        )
+
+    # -- publishing ------------------------------------------------------
+
+    def publish(self, body: bytes) -> None:
+        """
+        Publish one message.
+
+        :raises PublishError: the topic is exiting, or a queue the message
+            would go to is at its limit.
+        """
+        targets = self._targets
+        if targets:
+            for channel in targets:
+                queue = channel._queue
+                limit = queue.limit
+                if limit is not None and queue.depth() >= limit:
+                    raise PublishError(_full(channel, limit))
+            now = self.clock.seconds()
+            data = encode_message(
+                int(now * 1e9), 0, self._guid.new_id(now), body
+            )
+            self.message_count += 1
+            self.message_bytes += len(body)
+            for channel in targets:
+                channel.put(data)
+            return
+        self._check_held(1)
+        now = self.clock.seconds()
+        self._queue.put(encode_message(int(now * 1e9), 0, self._guid.new_id(now), body))
+        self.message_count += 1
+        self.message_bytes += len(body)
+
+    def publish_many(self, bodies: List[bytes]) -> None:
+        """
+        Publish several messages, in order: all of them or, when one cannot
+        be taken, none.
+
+        :raises PublishError: as :meth:`publish`, checked for all the
+            messages before any is published.
+        """
+        count = len(bodies)
+        targets = self._targets
+        if targets:
+            for channel in targets:
+                queue = channel._queue
+                limit = queue.limit
+                if limit is not None and queue.depth() + count > limit:
+                    raise PublishError(_full(channel, limit))
+        else:
+            self._check_held(count)
+        now = self.clock.seconds()
+        timestamp = int(now * 1e9)
+        new_id = self._guid.new_id
+        messages = [encode_message(timestamp, 0, new_id(now), body) for body in bodies]
+        self.message_count += count
+        self.message_bytes += sum(map(len, bodies))
+        if targets:
+            for data in messages:
+                for channel in targets:
+                    channel.put(data)
+        else:
+            put = self._queue.put
+            for data in messages:
+                put(data)
+
+    def publish_deferred(self, body: bytes, delay: float) -> None:
+        """
+        Publish a message that each channel delivers ``delay`` seconds
+        later (DPUB).  ``delay`` is clamped to 0..``--max-req-timeout``; 0
+        publishes it at once.
+
+        :raises PublishError: as :meth:`publish`.
+        """
+        if delay <= 0:
+            self.publish(body)
+            return
+        max_delay = self.options.max_req_timeout
+        if delay > max_delay:
+            delay = max_delay
+        targets = self._targets
+        if not targets:
+            self._check_held(1)
+        now = self.clock.seconds()
+        data = encode_message(int(now * 1e9), 0, self._guid.new_id(now), body)
+        self.message_count += 1
+        self.message_bytes += len(body)
+        if targets:
+            for channel in targets:
+                channel.put_deferred(data, delay)
+        else:
+            self._backlog.append((data, delay))
+
+    # -- channels --------------------------------------------------------
+
+    def get_channel(self, name: str) -> Channel:
+        """
+        The channel called ``name``, created if need be.  The first channel
+        of a topic takes the messages the topic held.
+
+        :raises ValueError: ``name`` is not a valid channel name.
+        """
+        channel = self.channels.get(name)
+        if channel is None:
+            if not is_valid_channel_name(name):
+                raise ValueError("invalid channel name %r" % (name,))
+            channel = Channel(self, name)
+            self.channels[name] = channel
+            self._update_targets()
+        return channel
+
+    def find_channel(self, name: str) -> Optional[Channel]:
+        """The channel called ``name``, or ``None``."""
+        return self.channels.get(name)
+
+    def delete_channel(self, name: str) -> None:
+        """
+        Delete a channel and its messages (its consumers are closed).  An
+        ephemeral topic left with no channel is deleted too.
+
+        :raises KeyError: there is no such channel.
+        """
+        channel = self.channels.pop(name)
+        self._update_targets()
+        channel.delete()
+        if not self.channels and self.ephemeral and not self.exiting:
+            self.broker._ephemeral_topic_empty(self)
+
+    def _ephemeral_channel_empty(self, channel: Channel) -> None:
+        """An ephemeral channel lost its last consumer: delete it."""
+        if self.channels.get(channel.name) is channel:
+            self.delete_channel(channel.name)
+
+    # -- state -----------------------------------------------------------
+
+    def depth(self) -> int:
+        """Messages held by the topic itself (no channel yet, or paused)."""
+        return self._queue.depth() + len(self._backlog)
+
+    def pause(self) -> None:
+        """Hold published messages in the topic until :meth:`unpause`."""
+        self.paused = True
+        self._update_targets()
+
+    def unpause(self) -> None:
+        """Resume copying messages to the channels, the held ones first."""
+        self.paused = False
+        self._update_targets()
+
+    def empty(self) -> None:
+        """Drop the messages held by the topic (channels keep theirs)."""
+        self._queue.empty()
+        self._backlog = []
+
+    def close(self) -> None:
+        """
+        Shut down (nsqd is exiting): close every channel, then the topic's
+        queue.  Held deferred messages are kept as plain ones, as Go does
+        when it writes them to disk.
+        """
+        if self.exiting:
+            return
+        self.exiting = True
+        self._targets = ()
+        for channel in list(self.channels.values()):
+            channel.close()
+        backlog, self._backlog = self._backlog, []
+        for data, _ in backlog:
+            self._queue.put(data)
+        self._queue.close()
+
+    def delete(self) -> None:
+        """
+        Remove the topic for good (called by :meth:`Broker.delete_topic`):
+        delete every channel and the topic's queue.
+        """
+        if self.exiting:
+            return
+        self.exiting = True
+        self._targets = ()
+        channels = list(self.channels.values())
+        self.channels.clear()
+        for channel in channels:
+            channel.delete()
+        self._backlog = []
+        self._queue.delete()
+
+    # -- internals -------------------------------------------------------
+
+    def _check_held(self, count: int) -> None:
+        """Refuse ``count`` messages the topic cannot hold itself."""
+        if self.exiting:
+            raise PublishError("exiting")
+        queue = self._queue
+        limit = queue.limit
+        if limit is not None and self.depth() + count > limit:
+            raise PublishError(_full(self, limit))
+
+    def _update_targets(self) -> None:
+        """Recompute where publishes go; hand held messages over."""
+        if self.paused or self.exiting or not self.channels:
+            self._targets = ()
+            return
+        targets = self._targets = tuple(self.channels.values())
+        queue = self._queue
+        read = queue.read
+        if queue.depth():
+            data = read()
+            while data is not None:
+                for channel in targets:
+                    channel.put(data)
+                data = read()
+        if self._backlog:
+            backlog, self._backlog = self._backlog, []
+            for data, delay in backlog:
+                for channel in targets:
+                    channel.put_deferred(data, delay)
+
+
+def _full(where: Union[Topic, Channel], limit: int) -> str:
+    """The PublishError text for a topic's or channel's queue at its limit."""
+    if isinstance(where, Channel):
+        name = "%s:%s" % (where.topic_name, where.name)
+    else:
+        name = where.name
+    return "queue %s is full (--mem-queue-size=%d)" % (name, limit)
