@@ -1,0 +1,607 @@
+"""
+Tests for txnsq.nsqd.tcp: the V2 protocol adapter, driven byte for byte
+through StringTransport with time from task.Clock.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from typing import List, Tuple
+
+from twisted.internet.address import IPv4Address
+from twisted.internet.task import Clock
+from twisted.internet.testing import StringTransport
+from twisted.trial.unittest import SynchronousTestCase
+
+from txnsq import __version__
+from txnsq.nsqd.broker import Broker
+from txnsq.nsqd.options import NSQDOptions
+from txnsq.nsqd.tcp import NSQDFactory, NSQDProtocol
+from txnsq.protocol.frames import FrameParser
+from txnsq.protocol.message import decode_message
+from txnsq.storage.memory import MemoryStorage
+
+RESPONSE, ERROR, MESSAGE = 0, 1, 2
+
+
+def frame(frame_type: int, data: bytes) -> bytes:
+    """Encode one V2 frame independently of the code under test."""
+    return struct.pack(">ii", len(data) + 4, frame_type) + data
+
+
+OK = frame(RESPONSE, b"OK")
+
+
+def identify(**fields: object) -> bytes:
+    """An IDENTIFY command with a JSON body."""
+    body = json.dumps(fields).encode()
+    return b"IDENTIFY\n" + struct.pack(">i", len(body)) + body
+
+
+def pub(topic: bytes, body: bytes) -> bytes:
+    """A PUB command."""
+    return b"PUB " + topic + b"\n" + struct.pack(">i", len(body)) + body
+
+
+def mpub(topic: bytes, bodies: List[bytes]) -> bytes:
+    """An MPUB command."""
+    payload = struct.pack(">i", len(bodies)) + b"".join(
+        struct.pack(">i", len(b)) + b for b in bodies
+    )
+    return b"MPUB " + topic + b"\n" + struct.pack(">i", len(payload)) + payload
+
+
+class Client:
+    """One client connection to the protocol under test."""
+
+    def __init__(self, factory: NSQDFactory, port: int) -> None:
+        self.transport = StringTransport(
+            peerAddress=IPv4Address("TCP", "127.0.0.1", port)
+        )
+        self.protocol = factory.buildProtocol(self.transport.getPeer())
+        self.protocol.makeConnection(self.transport)
+        self.parser = FrameParser()
+
+    def send(self, data: bytes) -> None:
+        """Deliver bytes from the client to the server."""
+        self.protocol.dataReceived(data)
+
+    def raw(self) -> bytes:
+        """The bytes written to the client since the last call."""
+        data = self.transport.value()
+        self.transport.clear()
+        return data
+
+    def frames(self) -> List[Tuple[int, bytes]]:
+        """The frames written to the client since the last call."""
+        return list(self.parser.feed(self.raw()))
+
+    @property
+    def closed(self) -> bool:
+        """Whether the server asked to close the connection."""
+        return bool(self.transport.disconnecting)
+
+    def lose(self) -> None:
+        """The client goes away."""
+        self.protocol.connectionLost(None)
+
+
+class ProtocolTestCase(SynchronousTestCase):
+    """Common set-up: a broker on a Clock with memory storage."""
+
+    def setUp(self) -> None:
+        self.clock = Clock()
+        self.clock.advance(1700000000)
+        self.options = NSQDOptions()
+        self.make_broker()
+        self._ports = 40000
+
+    def make_broker(self, **overrides: object) -> None:
+        """(Re)build the broker and factory with some options changed."""
+        for name, value in overrides.items():
+            setattr(self.options, name, value)
+        self.broker = Broker(self.options, self.clock, MemoryStorage())
+        self.factory = NSQDFactory(self.broker, self.clock)
+
+    def connect(self, magic: bytes = b"  V2") -> Client:
+        """A new client that has sent the magic."""
+        self._ports += 1
+        client = Client(self.factory, self._ports)
+        if magic:
+            client.send(magic)
+        return client
+
+    def subscribe(self, topic: bytes = b"t", channel: bytes = b"c", rdy: int = 1) -> Client:
+        """A client subscribed to topic/channel with a ready count."""
+        client = self.connect()
+        client.send(b"SUB " + topic + b" " + channel + b"\n")
+        self.assertEqual(client.raw(), OK)
+        if rdy:
+            client.send(b"RDY %d\n" % (rdy,))
+        return client
+
+    def publish(self, topic: bytes, body: bytes) -> None:
+        """Publish from a fresh producer connection."""
+        producer = self.connect()
+        producer.send(pub(topic, body))
+        self.assertEqual(producer.raw(), OK)
+
+    def messages(self, client: Client) -> List[Tuple[int, int, bytes, bytes]]:
+        """Decode every message frame the client received."""
+        out = []
+        for frame_type, data in client.frames():
+            self.assertEqual(frame_type, MESSAGE, data)
+            out.append(decode_message(data))
+        return out
+
+
+class MagicTests(ProtocolTestCase):
+    """The four-byte protocol magic."""
+
+    def test_wrong_magic(self) -> None:
+        """A magic other than '  V2' gets a bare E_BAD_PROTOCOL frame and a close."""
+        client = self.connect(b"  V1")
+        self.assertEqual(client.raw(), frame(ERROR, b"E_BAD_PROTOCOL"))
+        self.assertTrue(client.closed)
+
+    def test_magic_in_pieces(self) -> None:
+        """The magic and the first command may arrive split across reads."""
+        client = self.connect(b"")
+        for byte in b"  V2NO":
+            client.send(bytes([byte]))
+        client.send(b"P\nSUB t c\n")
+        self.assertEqual(client.raw(), OK)
+        self.assertFalse(client.closed)
+
+    def test_silence_after_magic(self) -> None:
+        """After a valid magic the server sends nothing until a command arrives."""
+        client = self.connect()
+        self.assertEqual(client.raw(), b"")
+
+
+class IdentifyTests(ProtocolTestCase):
+    """IDENTIFY and feature negotiation."""
+
+    def test_without_negotiation(self) -> None:
+        """IDENTIFY without feature_negotiation answers a plain OK."""
+        client = self.connect()
+        client.send(identify(client_id="x", hostname="h"))
+        self.assertEqual(client.raw(), OK)
+
+    def test_negotiation_reply(self) -> None:
+        """With feature_negotiation the reply is Go's JSON with every key, in order."""
+        client = self.connect()
+        client.send(identify(feature_negotiation=True, msg_timeout=5000))
+        [(frame_type, data)] = client.frames()
+        self.assertEqual(frame_type, RESPONSE)
+        reply = json.loads(data)
+        self.assertEqual(
+            list(reply),
+            [
+                "max_rdy_count", "version", "max_msg_timeout", "msg_timeout",
+                "tls_v1", "deflate", "deflate_level", "max_deflate_level",
+                "snappy", "sample_rate", "auth_required", "output_buffer_size",
+                "output_buffer_timeout",
+            ],
+        )
+        self.assertEqual(reply["version"], __version__)
+        self.assertEqual(reply["msg_timeout"], 5000)
+        self.assertEqual(reply["max_rdy_count"], 2500)
+        # Nothing is promised that the server cannot yet do.
+        self.assertFalse(reply["tls_v1"] or reply["snappy"] or reply["deflate"])
+
+    def test_after_sub(self) -> None:
+        """IDENTIFY after SUB is fatal."""
+        client = self.subscribe(rdy=0)
+        client.send(identify(client_id="x"))
+        self.assertEqual(
+            client.raw(), frame(ERROR, b"E_INVALID cannot IDENTIFY in current state")
+        )
+        self.assertTrue(client.closed)
+
+    def test_bad_heartbeat(self) -> None:
+        """An out-of-range heartbeat interval is refused with Go's text, fatal."""
+        client = self.connect()
+        client.send(identify(heartbeat_interval=100))
+        self.assertEqual(
+            client.raw(),
+            frame(ERROR, b"E_BAD_BODY IDENTIFY heartbeat interval (100) is invalid"),
+        )
+        self.assertTrue(client.closed)
+
+    def test_heartbeats_disabled_then_sub(self) -> None:
+        """With heartbeats disabled, SUB is refused."""
+        client = self.connect()
+        client.send(identify(heartbeat_interval=-1))
+        self.assertEqual(client.raw(), OK)
+        client.send(b"SUB t c\n")
+        self.assertEqual(
+            client.raw(), frame(ERROR, b"E_INVALID cannot SUB with heartbeats disabled")
+        )
+
+
+class HeartbeatTests(ProtocolTestCase):
+    """Heartbeats and the read deadline."""
+
+    def test_heartbeat_at_interval(self) -> None:
+        """A _heartbeat_ response frame is written every negotiated interval."""
+        client = self.connect()
+        client.send(identify(heartbeat_interval=1000))
+        client.raw()
+        self.clock.advance(0.999)
+        self.assertEqual(client.raw(), b"")
+        self.clock.advance(0.001)
+        self.assertEqual(client.raw(), frame(RESPONSE, b"_heartbeat_"))
+        client.send(b"NOP\n")
+        self.clock.advance(1)
+        self.assertEqual(client.raw(), frame(RESPONSE, b"_heartbeat_"))
+        self.assertFalse(client.closed)
+
+    def test_silent_client_closed(self) -> None:
+        """A client that sends nothing for two intervals is disconnected."""
+        client = self.connect()
+        client.send(identify(heartbeat_interval=1000))
+        self.clock.advance(1.5)
+        client.send(b"NOP\n")
+        self.clock.advance(1.9)
+        self.assertFalse(client.closed)
+        self.clock.advance(0.2)
+        self.assertTrue(client.closed)
+
+    def test_default_interval(self) -> None:
+        """Without IDENTIFY, heartbeats come every half --client-timeout (30 s)."""
+        client = self.connect()
+        self.clock.advance(29.9)
+        self.assertEqual(client.raw(), b"")
+        self.clock.advance(0.1)
+        self.assertEqual(client.raw(), frame(RESPONSE, b"_heartbeat_"))
+
+    def test_timers_stop_on_close(self) -> None:
+        """No timer is left behind by a closed connection."""
+        client = self.connect()
+        client.send(identify(heartbeat_interval=1000))
+        client.lose()
+        self.assertEqual(self.clock.getDelayedCalls(), [])
+
+
+class PublishTests(ProtocolTestCase):
+    """PUB, MPUB and DPUB."""
+
+    def test_pub_delivered(self) -> None:
+        """A PUB is answered OK and delivered as a message frame with attempts 1."""
+        consumer = self.subscribe()
+        self.publish(b"t", b"hello")
+        [(timestamp, attempts, msg_id, body)] = self.messages(consumer)
+        self.assertEqual((attempts, body), (1, b"hello"))
+        self.assertEqual(timestamp, int(self.clock.seconds() * 1e9))
+        self.assertEqual(len(msg_id), 16)
+        int(msg_id, 16)
+
+    def test_pub_bad_topic(self) -> None:
+        """PUB with an invalid topic name is fatal."""
+        client = self.connect()
+        client.send(pub(b"bad!topic", b"x"))
+        self.assertEqual(
+            client.raw(),
+            frame(ERROR, b'E_BAD_TOPIC PUB topic name "bad!topic" is not valid'),
+        )
+        self.assertTrue(client.closed)
+
+    def test_pub_too_big(self) -> None:
+        """A body over --max-msg-size is refused before it is read."""
+        self.make_broker(max_msg_size=100)
+        client = self.connect()
+        client.send(b"PUB t\n" + struct.pack(">i", 101))
+        self.assertEqual(
+            client.raw(), frame(ERROR, b"E_BAD_MESSAGE PUB message too big 101 > 100")
+        )
+
+    def test_mpub_order(self) -> None:
+        """MPUB is one OK, and its messages arrive in order with distinct ids."""
+        consumer = self.subscribe(rdy=10)
+        producer = self.connect()
+        producer.send(mpub(b"t", [b"one", b"two", b"three"]))
+        self.assertEqual(producer.raw(), OK)
+        messages = self.messages(consumer)
+        self.assertEqual([m[3] for m in messages], [b"one", b"two", b"three"])
+        self.assertEqual(len({m[2] for m in messages}), 3)
+
+    def test_dpub_deferred(self) -> None:
+        """DPUB holds the message for its defer time."""
+        consumer = self.subscribe()
+        producer = self.connect()
+        producer.send(b"DPUB t 1000\n" + struct.pack(">i", 5) + b"later")
+        self.assertEqual(producer.raw(), OK)
+        self.clock.advance(0.999)
+        self.assertEqual(consumer.raw(), b"")
+        self.clock.advance(0.001)
+        [(_, attempts, _, body)] = self.messages(consumer)
+        self.assertEqual((attempts, body), (1, b"later"))
+
+    def test_pipelined(self) -> None:
+        """Several commands in one write are answered in order."""
+        client = self.connect()
+        client.send(pub(b"t", b"a") + b"NOP\n" + pub(b"t", b"b") + b"FOO\n")
+        self.assertEqual(
+            client.raw(), OK + OK + frame(ERROR, b"E_INVALID invalid command FOO")
+        )
+        self.assertEqual(self.broker.find_topic("t").depth(), 2)
+
+    def test_pub_split_into_bytes(self) -> None:
+        """A PUB that arrives one byte at a time is still one message."""
+        client = self.connect()
+        for byte in pub(b"t", b"hello"):
+            client.send(bytes([byte]))
+        self.assertEqual(client.raw(), OK)
+        self.assertEqual(self.broker.find_topic("t").depth(), 1)
+
+
+class ConsumeTests(ProtocolTestCase):
+    """RDY, FIN, REQ, TOUCH, CLS and message timeouts."""
+
+    def test_rdy_before_sub(self) -> None:
+        """RDY before SUB is fatal."""
+        client = self.connect()
+        client.send(b"RDY 1\n")
+        self.assertEqual(
+            client.raw(), frame(ERROR, b"E_INVALID cannot RDY in current state")
+        )
+        self.assertTrue(client.closed)
+
+    def test_rdy_above_max(self) -> None:
+        """RDY above --max-rdy-count is fatal with the limit in the text."""
+        client = self.subscribe(rdy=0)
+        client.send(b"RDY 2501\n")
+        self.assertEqual(
+            client.raw(), frame(ERROR, b"E_INVALID RDY count 2501 out of range 0-2500")
+        )
+
+    def test_rdy_limits_in_flight(self) -> None:
+        """A consumer never has more messages in flight than its RDY count."""
+        consumer = self.subscribe(rdy=2)
+        for body in (b"1", b"2", b"3"):
+            self.publish(b"t", body)
+        messages = self.messages(consumer)
+        self.assertEqual([m[3] for m in messages], [b"1", b"2"])
+        consumer.send(b"FIN " + messages[0][2] + b"\n")
+        self.assertEqual([m[3] for m in self.messages(consumer)], [b"3"])
+
+    def test_fin_unknown_is_not_fatal(self) -> None:
+        """FIN of an unknown id is E_FIN_FAILED and the connection stays usable."""
+        client = self.subscribe(rdy=0)
+        client.send(b"FIN 0123456789abcdef\n")
+        self.assertEqual(
+            client.raw(),
+            frame(ERROR, b"E_FIN_FAILED FIN 0123456789abcdef failed ID not in flight"),
+        )
+        self.assertFalse(client.closed)
+        client.send(b"NOP\n" + pub(b"t", b"x"))
+        self.assertEqual(client.raw(), OK)
+
+    def test_fin_other_consumers_message(self) -> None:
+        """FIN of a message in flight to another consumer fails."""
+        first = self.subscribe()
+        second = self.subscribe(rdy=0)
+        self.publish(b"t", b"x")
+        [(_, _, msg_id, _)] = self.messages(first)
+        second.send(b"FIN " + msg_id + b"\n")
+        self.assertEqual(
+            second.raw(),
+            frame(
+                ERROR,
+                b"E_FIN_FAILED FIN " + msg_id + b" failed client does not own message",
+            ),
+        )
+
+    def test_fin_invalid_id(self) -> None:
+        """FIN with an id that is not 16 bytes is fatal."""
+        client = self.subscribe(rdy=0)
+        client.send(b"FIN 123\n")
+        self.assertEqual(client.raw(), frame(ERROR, b"E_INVALID invalid message ID"))
+        self.assertTrue(client.closed)
+
+    def test_fin_stops_redelivery(self) -> None:
+        """A finished message is never delivered again."""
+        consumer = self.subscribe()
+        self.publish(b"t", b"x")
+        [(_, _, msg_id, _)] = self.messages(consumer)
+        consumer.send(b"FIN " + msg_id + b"\n")
+        # Past the 60 s msg_timeout, but inside the 60 s read deadline.
+        self.clock.advance(59)
+        consumer.send(b"NOP\n")
+        self.clock.advance(30)
+        self.assertEqual(
+            consumer.frames(), [(RESPONSE, b"_heartbeat_")] * 2
+        )
+
+    def test_req_zero_redelivers(self) -> None:
+        """REQ with timeout 0 brings the same message back with attempts 2."""
+        consumer = self.subscribe()
+        self.publish(b"t", b"x")
+        [(_, _, msg_id, _)] = self.messages(consumer)
+        consumer.send(b"REQ " + msg_id + b" 0\n")
+        [(_, attempts, again, body)] = self.messages(consumer)
+        self.assertEqual((attempts, again, body), (2, msg_id, b"x"))
+
+    def test_req_delay(self) -> None:
+        """REQ with a delay holds the message for that long."""
+        consumer = self.subscribe()
+        self.publish(b"t", b"x")
+        [(_, _, msg_id, _)] = self.messages(consumer)
+        consumer.send(b"REQ " + msg_id + b" 2000\n")
+        self.clock.advance(1.9)
+        self.assertEqual(consumer.raw(), b"")
+        self.clock.advance(0.1)
+        [(_, attempts, _, _)] = self.messages(consumer)
+        self.assertEqual(attempts, 2)
+
+    def test_req_unknown_not_fatal(self) -> None:
+        """REQ of an unknown id is E_REQ_FAILED, not fatal."""
+        client = self.subscribe(rdy=0)
+        client.send(b"REQ 0123456789abcdef 0\n")
+        self.assertEqual(
+            client.raw(),
+            frame(ERROR, b"E_REQ_FAILED REQ 0123456789abcdef failed ID not in flight"),
+        )
+        self.assertFalse(client.closed)
+
+    def test_msg_timeout_redelivers(self) -> None:
+        """A message not finished within msg_timeout comes back with attempts 2."""
+        consumer = self.connect()
+        consumer.send(identify(msg_timeout=1000))
+        consumer.send(b"SUB t c\nRDY 1\n")
+        self.assertEqual(consumer.raw(), OK + OK)
+        self.publish(b"t", b"x")
+        [(_, _, msg_id, _)] = self.messages(consumer)
+        self.clock.advance(1.0)
+        [(_, attempts, again, _)] = self.messages(consumer)
+        self.assertEqual((attempts, again), (2, msg_id))
+
+    def test_touch_extends(self) -> None:
+        """TOUCH gives an in-flight message a fresh msg_timeout."""
+        consumer = self.connect()
+        consumer.send(identify(msg_timeout=1000))
+        consumer.send(b"SUB t c\nRDY 1\n")
+        consumer.raw()
+        self.publish(b"t", b"x")
+        [(_, _, msg_id, _)] = self.messages(consumer)
+        self.clock.advance(0.8)
+        consumer.send(b"TOUCH " + msg_id + b"\n")
+        self.clock.advance(0.8)
+        self.assertEqual(consumer.raw(), b"")
+        self.clock.advance(0.2)
+        [(_, attempts, _, _)] = self.messages(consumer)
+        self.assertEqual(attempts, 2)
+
+    def test_cls(self) -> None:
+        """CLS answers CLOSE_WAIT, keeps the connection, and later RDY is ignored."""
+        consumer = self.subscribe(rdy=0)
+        consumer.send(b"CLS\n")
+        self.assertEqual(consumer.raw(), frame(RESPONSE, b"CLOSE_WAIT"))
+        consumer.send(b"RDY 5\n")
+        self.publish(b"t", b"x")
+        self.assertEqual(consumer.raw(), b"")
+        self.assertFalse(consumer.closed)
+
+    def test_cls_twice(self) -> None:
+        """A second CLS is fatal."""
+        consumer = self.subscribe(rdy=0)
+        consumer.send(b"CLS\nCLS\n")
+        self.assertEqual(
+            consumer.raw(),
+            frame(RESPONSE, b"CLOSE_WAIT")
+            + frame(ERROR, b"E_INVALID cannot CLS in current state"),
+        )
+        self.assertTrue(consumer.closed)
+
+    def test_disconnect_requeues_in_flight(self) -> None:
+        """Messages in flight to a client that goes away go to another consumer."""
+        first = self.subscribe()
+        second = self.subscribe(rdy=0)
+        self.publish(b"t", b"x")
+        [(_, _, msg_id, _)] = self.messages(first)
+        first.lose()
+        second.send(b"RDY 1\n")
+        [(_, attempts, again, _)] = self.messages(second)
+        self.assertEqual((again, attempts), (msg_id, 2))
+
+    def test_spread_across_consumers(self) -> None:
+        """A channel spreads its messages over its ready consumers."""
+        consumers = [self.subscribe(rdy=100) for _ in range(3)]
+        for i in range(30):
+            self.publish(b"t", b"%d" % (i,))
+        counts = [len(self.messages(c)) for c in consumers]
+        self.assertEqual(sum(counts), 30)
+        self.assertEqual(counts, [10, 10, 10])
+
+    def test_channels_each_get_a_copy(self) -> None:
+        """Every channel of a topic gets every message."""
+        first = self.subscribe(channel=b"a")
+        second = self.subscribe(channel=b"b")
+        self.publish(b"t", b"x")
+        self.assertEqual(self.messages(first)[0][3], b"x")
+        self.assertEqual(self.messages(second)[0][3], b"x")
+
+
+class BadInputTests(ProtocolTestCase):
+    """Bad input affects only the connection that sent it."""
+
+    def test_garbage_closes_only_sender(self) -> None:
+        """A garbage command closes its own connection; others carry on."""
+        consumer = self.subscribe()
+        bad = self.connect()
+        bad.send(b"\x00\xff garbage\n")
+        self.assertTrue(bad.closed)
+        self.assertEqual(bad.frames()[0][0], ERROR)
+        self.publish(b"t", b"still working")
+        self.assertEqual(self.messages(consumer)[0][3], b"still working")
+
+    def test_long_line_closes_silently(self) -> None:
+        """A line longer than Go's 16 KiB buffer closes the connection with no frame."""
+        client = self.connect()
+        client.send(b"A" * 17000)
+        self.assertEqual(client.raw(), b"")
+        self.assertTrue(client.closed)
+
+    def test_nothing_after_fatal(self) -> None:
+        """After a fatal error, further bytes on that connection are ignored."""
+        client = self.connect()
+        client.send(b"FOO\n" + pub(b"t", b"x"))
+        client.send(pub(b"t", b"y"))
+        self.assertEqual(client.raw(), frame(ERROR, b"E_INVALID invalid command FOO"))
+        self.assertIsNone(self.broker.find_topic("t"))
+
+    def test_sub_max_channel_consumers(self) -> None:
+        """Past --max-channel-consumers, SUB fails fatally with Go's text."""
+        self.make_broker(max_channel_consumers=1)
+        self.subscribe(rdy=0)
+        second = self.connect()
+        second.send(b"SUB t c\n")
+        self.assertEqual(
+            second.raw(),
+            frame(ERROR, b"E_SUB_FAILED SUB failed consumers for t:c exceeds limit of 1"),
+        )
+        self.assertTrue(second.closed)
+
+    def test_auth_disabled(self) -> None:
+        """AUTH on a server without auth is E_AUTH_DISABLED, fatal."""
+        client = self.connect()
+        client.send(b"AUTH\n" + struct.pack(">i", 6) + b"secret")
+        self.assertEqual(client.raw(), frame(ERROR, b"E_AUTH_DISABLED AUTH disabled"))
+        self.assertTrue(client.closed)
+
+
+class FactoryTests(ProtocolTestCase):
+    """The factory's view of its clients."""
+
+    def test_clients_tracked(self) -> None:
+        """Connected clients are tracked and forgotten when they go."""
+        client = self.connect()
+        self.assertIn(client.protocol, self.factory.clients)
+        client.lose()
+        self.assertNotIn(client.protocol, self.factory.clients)
+
+    def test_close_all(self) -> None:
+        """close_all asks every client connection to close."""
+        clients = [self.connect() for _ in range(3)]
+        self.factory.close_all()
+        self.assertTrue(all(c.closed for c in clients))
+
+    def test_protocol_type(self) -> None:
+        """The factory builds NSQDProtocol instances bound to it."""
+        client = self.connect()
+        self.assertIsInstance(client.protocol, NSQDProtocol)
+        self.assertIs(client.protocol.factory, self.factory)
+
+
+class ChannelDeletionTests(ProtocolTestCase):
+    """What a consumer sees when its channel goes away."""
+
+    def test_deleted_channel_disconnects(self) -> None:
+        """Deleting a channel closes the connections of its consumers."""
+        consumer = self.subscribe()
+        self.broker.find_topic("t").delete_channel("c")
+        self.assertTrue(consumer.closed)
+        consumer.lose()
+        self.assertEqual(self.clock.getDelayedCalls(), [])

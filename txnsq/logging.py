@@ -1,0 +1,85 @@
+# -*- test-case-name: tests.test_logging -*-
+"""
+Log lines in the shape Go NSQ's daemons print them.
+
+``[nsqd] 2026/11/22 12:00:00.000001 INFO: TCP: listening on 127.0.0.1:4150``
+on standard error, filtered by ``--log-level``; scripts that read nsqd's
+output (for the bound port, say) find the same text as with Go.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import IO, Any, Dict, Optional
+
+from twisted.logger import (
+    FilteringLogObserver,
+    ILogObserver,
+    LogLevel,
+    LogLevelFilterPredicate,
+    formatEvent,
+    globalLogBeginner,
+)
+from zope.interface import implementer
+
+_LEVEL_NAMES: Dict[str, LogLevel] = {
+    "debug": LogLevel.debug,
+    "info": LogLevel.info,
+    "warn": LogLevel.warn,
+    "warning": LogLevel.warn,
+    "error": LogLevel.error,
+    "fatal": LogLevel.critical,
+}
+
+_LEVEL_LABELS: Dict[LogLevel, str] = {
+    LogLevel.debug: "DEBUG",
+    LogLevel.info: "INFO",
+    LogLevel.warn: "WARNING",
+    LogLevel.error: "ERROR",
+    LogLevel.critical: "FATAL",
+}
+
+
+def parse_log_level(name: str) -> LogLevel:
+    """Map Go NSQ's ``--log-level`` names to Twisted's levels."""
+    try:
+        return _LEVEL_NAMES[name.lower()]
+    except KeyError:
+        raise ValueError(
+            "invalid log level %r (use debug, info, warn, error or fatal)" % (name,)
+        )
+
+
+@implementer(ILogObserver)
+class GoStyleLogObserver:
+    """Write each event as one Go-style line: prefix, timestamp, level, text."""
+
+    def __init__(self, prefix: str, stream: Optional[IO[str]] = None) -> None:
+        self.prefix = prefix
+        self.stream = stream if stream is not None else sys.stderr
+
+    def __call__(self, event: Dict[str, Any]) -> None:
+        text = formatEvent(event)
+        failure = event.get("log_failure")
+        if failure is not None:
+            text = "%s\n%s" % (text, failure.getTraceback())
+        when = event.get("log_time", time.time())
+        stamp = time.strftime("%Y/%m/%d %H:%M:%S", time.localtime(when))
+        micros = int((when % 1) * 1000000)
+        level = _LEVEL_LABELS.get(event.get("log_level", LogLevel.info), "INFO")
+        self.stream.write(
+            "%s%s.%06d %s: %s\n" % (self.prefix, stamp, micros, level, text)
+        )
+        self.stream.flush()
+
+
+def start_console_logging(program: str, level: str, prefix: Optional[str]) -> None:
+    """Send all Twisted logging to standard error in Go's format."""
+    if prefix is None:
+        prefix = "[%s] " % (program,)
+    observer = FilteringLogObserver(
+        GoStyleLogObserver(prefix),
+        [LogLevelFilterPredicate(defaultLogLevel=parse_log_level(level))],
+    )
+    globalLogBeginner.beginLoggingTo([observer], redirectStandardIO=False)

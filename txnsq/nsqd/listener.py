@@ -1,0 +1,109 @@
+# -*- test-case-name: tests.test_nsqd_service -*-
+"""
+A service that listens on one endpoint and says where, as Go nsqd does.
+
+Test harnesses start nsqd on port 0 and read the real port from the line
+``TCP: listening on 127.0.0.1:PORT``, so the line names the bound address,
+not the requested one.
+"""
+
+from __future__ import annotations
+
+from typing import List, Optional
+
+from twisted.application.service import Service
+from twisted.internet.defer import Deferred, succeed
+from twisted.internet.endpoints import serverFromString
+from twisted.internet.interfaces import IListeningPort, IProtocolFactory
+from twisted.logger import Logger
+from twisted.python.failure import Failure
+
+
+def format_address(host: str, port: int) -> str:
+    """Render ``host:port`` the way Go does, bracketing IPv6 hosts."""
+    if ":" in host:
+        return "[%s]:%d" % (host, port)
+    return "%s:%d" % (host, port)
+
+
+class ListeningService(Service):
+    """
+    Listen on a Twisted endpoint description while running.
+
+    :ivar label: what the log line calls this listener (``TCP``, ``HTTP``).
+    """
+
+    _log = Logger()
+
+    def __init__(
+        self, label: str, reactor: object, description: str, factory: IProtocolFactory
+    ) -> None:
+        self.label = label
+        self.reactor = reactor
+        self.description = description
+        self.factory = factory
+        self.port: Optional[IListeningPort] = None
+        self.failure: Optional[Failure] = None
+        self._listening: Optional[Deferred[IListeningPort]] = None
+        self._waiters: List[Deferred[IListeningPort]] = []
+
+    def startService(self) -> None:
+        """Start listening; the outcome is delivered by :meth:`whenListening`."""
+        Service.startService(self)
+        endpoint = serverFromString(self.reactor, self.description)
+        self._listening = endpoint.listen(self.factory)
+        self._listening.addCallbacks(self._listened, self._failed)
+
+    def _listened(self, port: IListeningPort) -> None:
+        self.port = port
+        address = port.getHost()
+        host = getattr(address, "host", None)
+        if host is None:
+            where = str(getattr(address, "name", address))
+        else:
+            where = format_address(host, address.port)
+        self._log.info(
+            "{label}: listening on {where}", label=self.label, where=where
+        )
+        waiters, self._waiters = self._waiters, []
+        for waiter in waiters:
+            waiter.callback(port)
+
+    def _failed(self, failure: Failure) -> None:
+        self.failure = failure
+        self._log.error(
+            "{label}: listen ({description}) failed - {error}",
+            label=self.label,
+            description=self.description,
+            error=failure.getErrorMessage(),
+        )
+        waiters, self._waiters = self._waiters, []
+        for waiter in waiters:
+            waiter.errback(failure)
+
+    def whenListening(self) -> "Deferred[IListeningPort]":
+        """A Deferred that fires with the listening port, or fails."""
+        if self.port is not None:
+            return succeed(self.port)
+        waiter: Deferred[IListeningPort] = Deferred()
+        if self.failure is not None:
+            waiter.errback(self.failure)
+        else:
+            self._waiters.append(waiter)
+        return waiter
+
+    def bound_port(self) -> int:
+        """The bound TCP port number, or 0 when not listening (or not TCP)."""
+        if self.port is None:
+            return 0
+        return int(getattr(self.port.getHost(), "port", 0))
+
+    def stopService(self) -> "Deferred[None]":
+        """Stop listening."""
+        Service.stopService(self)
+        if self._listening is not None and self.port is None:
+            self._listening.cancel()
+        port, self.port = self.port, None
+        if port is None:
+            return succeed(None)
+        return port.stopListening()  # type: ignore[return-value]

@@ -1,0 +1,160 @@
+# -*- test-case-name: tests.test_nsqd_service -*-
+"""
+nsqd as a Twisted service: the broker, its TCP and HTTP listeners, and the
+``nsqd`` console script that runs them.
+
+Any Twisted application can add :class:`NSQDService` to its service tree;
+``twistd nsqd`` and the ``nsqd`` console script run the same service.
+"""
+
+from __future__ import annotations
+
+import platform
+import sys
+from typing import Any, Dict, List, Optional, Sequence
+
+from twisted.application.service import MultiService
+from twisted.internet.defer import Deferred, DeferredList, maybeDeferred
+from twisted.internet.interfaces import IReactorTime
+from twisted.logger import Logger
+from twisted.web.server import Site
+
+from txnsq import __version__
+from txnsq.nsqd.broker import Broker
+from txnsq.nsqd.http import NSQDHTTPAPI
+from txnsq.nsqd.listener import ListeningService
+from txnsq.nsqd.options import NSQDOptions, listen_endpoint_description
+from txnsq.nsqd.tcp import NSQDFactory, ServerFeatures
+from txnsq.storage.plugins import get_storage_backend
+
+
+def version_string(program: str) -> str:
+    """``nsqd v0.1.0 (built w/CPython 3.11.7)``, in the shape of Go's."""
+    return "%s v%s (built w/%s %s)" % (
+        program,
+        __version__,
+        platform.python_implementation(),
+        platform.python_version(),
+    )
+
+
+class NSQDService(MultiService):
+    """
+    One nsqd: a broker plus its TCP and HTTP listeners.
+
+    :param options: the daemon's settings (``NSQDOptions``).
+    :param reactor: the reactor to listen with and take time from; the
+        global reactor when omitted.
+    """
+
+    _log = Logger()
+
+    def __init__(self, options: NSQDOptions, reactor: Optional[Any] = None) -> None:
+        MultiService.__init__(self)
+        if reactor is None:
+            from twisted.internet import reactor as global_reactor
+
+            reactor = global_reactor
+        self.options = options
+        self.reactor = reactor
+        clock: IReactorTime = reactor
+        self.start_time = clock.seconds()
+        storage = get_storage_backend(options.storage)
+        self.broker = Broker(options, clock, storage)
+        self.tcp_factory = NSQDFactory(self.broker, clock, ServerFeatures())
+        self.http_api = NSQDHTTPAPI(self.broker, self.start_time, self.bound_ports)
+        self.tcp_listener = ListeningService(
+            "TCP",
+            reactor,
+            listen_endpoint_description(options.tcp_address),
+            self.tcp_factory,
+        )
+        self.http_listener = ListeningService(
+            "HTTP",
+            reactor,
+            listen_endpoint_description(options.http_address),
+            Site(self.http_api.app.resource()),
+        )
+        self.tcp_listener.setServiceParent(self)
+        self.http_listener.setServiceParent(self)
+
+    def startService(self) -> None:
+        """Log what starts, then start listening."""
+        self._log.info("{version}", version=version_string("nsqd"))
+        self._log.info("ID: {node_id}", node_id=self.options.node_id)
+        MultiService.startService(self)
+
+    def bound_ports(self) -> Dict[str, int]:
+        """The ports actually bound, by listener label (``TCP``, ``HTTP``)."""
+        return {
+            listener.label: listener.bound_port()
+            for listener in (self.tcp_listener, self.http_listener)
+        }
+
+    def whenListening(self) -> "Deferred[None]":
+        """Fires when every listener is up; fails if any could not listen."""
+        waits = [
+            listener.whenListening()
+            for listener in (self.tcp_listener, self.http_listener)
+        ]
+        done = DeferredList(waits, fireOnOneErrback=True, consumeErrors=True)
+
+        def unwrap(result: object) -> None:
+            return None
+
+        def first_failure(failure: Any) -> Any:
+            return failure.value.subFailure
+
+        done.addCallbacks(unwrap, first_failure)
+        return done  # type: ignore[return-value]
+
+    def stopService(self) -> "Deferred[None]":
+        """Stop listening, disconnect every client, then close the broker."""
+        self._log.info("TCP: closing {count} clients", count=len(self.tcp_factory.clients))
+        stopped = maybeDeferred(MultiService.stopService, self)
+
+        def close(result: object) -> object:
+            self.tcp_factory.close_all()
+            self.broker.close()
+            return result
+
+        stopped.addBoth(close)
+        return stopped  # type: ignore[return-value]
+
+
+def main(argv: Optional[Sequence[str]] = None) -> None:
+    """The ``nsqd`` console script: Go nsqd's flags, the same service."""
+    from txnsq.nsqd.options import parse_nsqd_args_or_exit
+
+    arguments: List[str] = list(sys.argv[1:] if argv is None else argv)
+    options = parse_nsqd_args_or_exit(arguments)
+    if options.version:
+        sys.stdout.write(version_string("nsqd") + "\n")
+        sys.exit(0)
+    try:
+        options.validate()
+    except ValueError as error:
+        sys.stderr.write("nsqd: %s\n" % (error,))
+        sys.exit(1)
+
+    from twisted.internet import reactor
+
+    from txnsq.logging import start_console_logging
+
+    start_console_logging("nsqd", options.log_level, options.log_prefix)
+    service = NSQDService(options, reactor)
+    outcome = {"code": 0}
+
+    def listen_failed(failure: Any) -> None:
+        outcome["code"] = 1
+        reactor.stop()  # type: ignore[attr-defined]
+
+    reactor.callWhenRunning(service.startService)  # type: ignore[attr-defined]
+    reactor.callWhenRunning(  # type: ignore[attr-defined]
+        lambda: service.whenListening().addErrback(listen_failed)
+    )
+    reactor.addSystemEventTrigger(  # type: ignore[attr-defined]
+        "before", "shutdown", service.stopService
+    )
+    reactor.run()  # type: ignore[attr-defined]
+    sys.exit(outcome["code"])
