@@ -79,7 +79,12 @@ class RunningNSQD:
 
             self._stopped.addBoth(cleanup)
         stopped: Deferred[None] = Deferred()
-        self._stopped.addBoth(lambda result: (stopped.callback(None), result)[1])
+
+        def chain(result: object) -> object:
+            stopped.callback(None)
+            return result
+
+        self._stopped.addBoth(chain)
         return stopped
 
 

@@ -61,7 +61,7 @@ class ListeningService(Service):
         if host is None:
             where = str(getattr(address, "name", address))
         else:
-            where = format_address(host, address.port)
+            where = format_address(host, getattr(address, "port", 0))
         self._log.info(
             "{label}: listening on {where}", label=self.label, where=where
         )

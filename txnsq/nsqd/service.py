@@ -69,11 +69,13 @@ class NSQDService(MultiService):
             listen_endpoint_description(options.tcp_address),
             self.tcp_factory,
         )
+        site = Site(self.http_api.app.resource())
+        site.noisy = False
         self.http_listener = ListeningService(
             "HTTP",
             reactor,
             listen_endpoint_description(options.http_address),
-            Site(self.http_api.app.resource()),
+            site,
         )
         self.tcp_listener.setServiceParent(self)
         self.http_listener.setServiceParent(self)

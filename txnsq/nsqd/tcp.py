@@ -13,7 +13,7 @@ from __future__ import annotations
 import struct
 from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Set
 
-from twisted.internet.interfaces import IAddress, IDelayedCall, IReactorTime
+from twisted.internet.interfaces import IAddress, IDelayedCall, IReactorTime, ITransport
 from twisted.internet.protocol import Factory, Protocol
 from twisted.logger import Logger
 from twisted.python.failure import Failure
@@ -94,6 +94,8 @@ class NSQDProtocol(Protocol):
     """
 
     _log = Logger()
+    # Always set by makeConnection before any other method runs.
+    transport: ITransport  # type: ignore[assignment]
 
     def __init__(
         self, broker: Broker, clock: IReactorTime, features: ServerFeatures
@@ -450,6 +452,9 @@ class NSQDProtocol(Protocol):
 class NSQDFactory(Factory):
     """Builds an :class:`NSQDProtocol` for every client of one broker."""
 
+    # The listener logs its own line, in Go's words.
+    noisy = False
+
     def __init__(
         self,
         broker: Broker,
@@ -468,7 +473,7 @@ class NSQDFactory(Factory):
             if client.transport is not None:
                 client.transport.loseConnection()
 
-    def buildProtocol(self, addr: IAddress) -> NSQDProtocol:
+    def buildProtocol(self, addr: Optional[IAddress]) -> NSQDProtocol:
         """Make the protocol for one accepted connection."""
         protocol = NSQDProtocol(self.broker, self.clock, self.features)
         protocol.factory = self
