@@ -8,19 +8,18 @@ of its dummy backend queue).
 
 from __future__ import annotations
 
-from collections import deque
-from typing import Any, Deque, Optional
+from typing import Any
 
 from twisted.plugin import IPlugin
 from zope.interface import implementer
 
-from txnsq.storage.interfaces import IBackendQueue, IStorageBackend
+from txnsq.storage.interfaces import IStorageBackend
+from txnsq.storage.memory import MemoryQueue
 
 __all__ = ["EphemeralQueue", "EphemeralStorage"]
 
 
-@implementer(IBackendQueue)
-class EphemeralQueue:
+class EphemeralQueue(MemoryQueue):
     """
     A bounded in-memory queue that drops what does not fit.
 
@@ -29,14 +28,12 @@ class EphemeralQueue:
     that outrun their consumers.  ``dropped`` counts the overflow.
     """
 
-    __slots__ = ("name", "limit", "capacity", "dropped", "_items")
+    __slots__ = ("capacity", "dropped")
 
     def __init__(self, name: str, capacity: int) -> None:
-        self.name = name
-        self.limit: Optional[int] = None
+        MemoryQueue.__init__(self, name, None)
         self.capacity = capacity
         self.dropped = 0
-        self._items: Deque[bytes] = deque()
 
     def __repr__(self) -> str:
         return "<EphemeralQueue %r depth=%d dropped=%d>" % (
@@ -52,29 +49,6 @@ class EphemeralQueue:
             items.append(data)
         else:
             self.dropped += 1
-
-    def read(self) -> Optional[bytes]:
-        """Pop the oldest message, or ``None`` when empty."""
-        items = self._items
-        if items:
-            return items.popleft()
-        return None
-
-    def depth(self) -> int:
-        """How many messages are queued."""
-        return len(self._items)
-
-    def empty(self) -> None:
-        """Drop every queued message."""
-        self._items.clear()
-
-    def close(self) -> None:
-        """Ephemeral messages never outlive the queue."""
-        self._items.clear()
-
-    def delete(self) -> None:
-        """Drop every queued message."""
-        self._items.clear()
 
 
 @implementer(IPlugin, IStorageBackend)
