@@ -1,0 +1,108 @@
+"""
+Tests for txnsq.nsqd.service: NSQDService embedded in a Twisted application,
+listening on 127.0.0.1 port 0.
+"""
+
+from __future__ import annotations
+
+import socket
+from typing import Any, List
+
+from twisted.application.service import MultiService
+from twisted.internet import reactor
+from twisted.internet.defer import Deferred, inlineCallbacks
+from twisted.internet.endpoints import TCP4ClientEndpoint, connectProtocol
+from twisted.internet.protocol import Protocol
+from twisted.trial.unittest import SynchronousTestCase, TestCase
+
+from txnsq.nsqd.options import parse_nsqd_args
+from txnsq.nsqd.service import NSQDService, version_string
+from txnsq.protocol.frames import FrameParser
+from txnsq.protocol.message import decode_message
+
+
+class FrameCollector(Protocol):
+    """A raw V2 client that collects frames and reports when it closes."""
+
+    def __init__(self) -> None:
+        self.parser = FrameParser()
+        self.frames: List[Any] = []
+        self.closed: Deferred[None] = Deferred()
+        self._waiting: List[Any] = []
+
+    def dataReceived(self, data: bytes) -> None:
+        self.frames.extend(self.parser.feed(data))
+        waiting, self._waiting = self._waiting, []
+        for count, waiter in waiting:
+            self.wait_for(count).chainDeferred(waiter)
+
+    def wait_for(self, count: int) -> "Deferred[List[Any]]":
+        """Fires once ``count`` frames have arrived."""
+        waiter: Deferred[List[Any]] = Deferred()
+        if len(self.frames) >= count:
+            waiter.callback(self.frames[:count])
+        else:
+            self._waiting.append((count, waiter))
+        return waiter
+
+    def connectionLost(self, reason: Any = None) -> None:
+        self.closed.callback(None)
+
+
+class EmbeddedServiceTests(TestCase):
+    """NSQDService as one child of an application's service tree."""
+
+    def make_service(self, *args: str) -> NSQDService:
+        options = parse_nsqd_args(
+            ["--tcp-address=127.0.0.1:0", "--http-address=127.0.0.1:0"] + list(args)
+        )
+        return NSQDService(options, reactor)
+
+    @inlineCallbacks
+    def test_in_process_publish_reaches_tcp_consumer(self) -> Any:
+        """A message published through service.broker reaches a TCP subscriber."""
+        application = MultiService()
+        nsqd = self.make_service()
+        nsqd.setServiceParent(application)
+        application.startService()
+        self.addCleanup(application.stopService)
+        yield nsqd.whenListening()
+        port = nsqd.bound_ports()["TCP"]
+        self.assertNotEqual(port, 0)
+
+        client = FrameCollector()
+        yield connectProtocol(TCP4ClientEndpoint(reactor, "127.0.0.1", port), client)
+        client.transport.write(b"  V2SUB ticks archive\nRDY 1\n")
+        [(frame_type, data)] = yield client.wait_for(1)
+        self.assertEqual((frame_type, data), (0, b"OK"))
+
+        nsqd.broker.get_topic("ticks").publish(b"tick")
+        frames = yield client.wait_for(2)
+        frame_type, payload = frames[1]
+        self.assertEqual(frame_type, 2)
+        self.assertEqual(decode_message(payload)[3], b"tick")
+
+        yield application.stopService()
+        yield client.closed
+
+    @inlineCallbacks
+    def test_port_in_use_fails(self) -> Any:
+        """whenListening fails when the TCP address is taken."""
+        taken = socket.socket()
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        self.addCleanup(taken.close)
+        nsqd = self.make_service("--tcp-address=127.0.0.1:%d" % (taken.getsockname()[1],))
+        nsqd.startService()
+        self.addCleanup(nsqd.stopService)
+        with self.assertRaises(Exception):
+            yield nsqd.whenListening()
+
+
+class VersionTests(SynchronousTestCase):
+    """The version line."""
+
+    def test_shape(self) -> None:
+        """version_string has Go's shape: 'nsqd vX.Y.Z (built w/...)'."""
+        line = version_string("nsqd")
+        self.assertRegex(line, r"^nsqd v\d+\.\d+\.\d+ \(built w/\S+ \d+\.\d+\.\d+\S*\)$")
