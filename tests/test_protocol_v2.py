@@ -15,8 +15,9 @@ from twisted.trial.unittest import SynchronousTestCase
 
 from tests.integration.conformance import load_fixture, send_bytes, unescape
 from txnsq.nsqd.options import NSQDOptions
-from txnsq.protocol.errors import LineTooLong, ProtocolError, protocol_error
+from txnsq.protocol.errors import LineTooLong, ProtocolError, go_quote, protocol_error
 from txnsq.protocol.identify import identify_response, negotiate_identify
+from txnsq.protocol.names import is_valid_name
 from txnsq.protocol.v2 import (
     BODY_COMMANDS,
     MAX_LINE_LENGTH,
@@ -485,6 +486,214 @@ class MpubTests(SynchronousTestCase):
         self.assertEqual(error_of(b"MPUB\n"), b"E_INVALID MPUB insufficient number of parameters")
 
 
+class MpubWindowTests(SynchronousTestCase):
+    """MPUB reads through windows sized by its announced body; lies still parse as Go."""
+
+    def test_more_messages_than_announced(self) -> None:
+        """Messages beyond the announced body size, in the same read, are read."""
+        messages = b"".join(size(3) + b"m%02d" % (i,) for i in range(50))
+        data = b"MPUB t\n" + size(11) + size(50) + messages + b"NOP\n"
+        self.assertEqual(
+            parse_all(data),
+            [Command(b"MPUB", [b"t"], [b"m%02d" % (i,) for i in range(50)]), Command(b"NOP", [])],
+        )
+
+    def test_message_larger_than_window(self) -> None:
+        """A message larger than the announced body is read whole."""
+        data = b"MPUB t\n" + size(20) + size(3) + b"".join(size(10000) + bytes([65 + i]) * 10000 for i in range(3))
+        self.assertEqual(parse_all(data)[0].body, [b"A" * 10000, b"B" * 10000, b"C" * 10000])
+
+    def test_tiny_announced_body(self) -> None:
+        """Announced bodies that leave fewer than 4 bytes after the count still parse."""
+        for announced in range(1, 9):
+            data = b"MPUB t\n" + size(announced) + size(2) + size(100) + b"x" * 100 + size(1) + b"y" + b"NOP\n"
+            self.assertEqual(parse_all(data), [Command(b"MPUB", [b"t"], [b"x" * 100, b"y"]), Command(b"NOP", [])], announced)
+            self.assertEqual(
+                [c for _, c in feed_bytewise(make_parser(), data)],
+                [Command(b"MPUB", [b"t"], [b"x" * 100, b"y"]), Command(b"NOP", [])],
+            )
+
+    def test_pipelined_small_mpubs(self) -> None:
+        """Many small MPUBs in one read each come out."""
+        data = b"".join(mpub(b"t", [b"%d" % (i,), b"x"]) for i in range(3000))
+        commands = parse_all(data)
+        self.assertEqual([c.body for c in commands], [[b"%d" % (i,), b"x"] for i in range(3000)])
+
+
+class _Incomplete(Exception):
+    pass
+
+
+def reference_parse(data: bytes, max_msg: int, max_body: int, max_req_ms: int) -> Tuple[List[Command], Optional[bytes]]:
+    """
+    A direct transcription of Go nsqd's reads over a complete byte string:
+    the commands, then the error frame data, b"LineTooLong", or None when
+    the data ends inside a command.  The oracle for the incremental parser.
+    """
+    out: List[Command] = []
+    pos = 0
+
+    def read_int32() -> int:
+        nonlocal pos
+        if pos + 4 > len(data):
+            raise _Incomplete()
+        value: int = struct.unpack(">i", data[pos : pos + 4])[0]
+        pos += 4
+        return value
+
+    def read(n: int) -> bytes:
+        nonlocal pos
+        if pos + n > len(data):
+            raise _Incomplete()
+        pos += n
+        return data[pos - n : pos]
+
+    def fail(code: str, text: Any) -> bytes:
+        return protocol_error(code, text).frame_data()
+
+    while True:
+        newline = data.find(b"\n", pos)
+        if newline < 0 or newline - pos >= MAX_LINE_LENGTH:
+            if len(data) - pos >= MAX_LINE_LENGTH:
+                return out, b"LineTooLong"
+            return out, None
+        line = data[pos:newline]
+        if line.endswith(b"\r"):
+            line = line[:-1]
+        pos = newline + 1
+        parts = line.split(b" ")
+        name, params = parts[0], parts[1:]
+        try:
+            if name == b"PUB" or name == b"DPUB":
+                verb = name.decode()
+                if len(params) < (1 if name == b"PUB" else 2):
+                    return out, fail("E_INVALID", verb + " insufficient number of parameters")
+                if not is_valid_name(params[0]):
+                    return out, fail("E_BAD_TOPIC", "%s topic name %s is not valid" % (verb, go_quote(params[0])))
+                defer = 0
+                if name == b"DPUB":
+                    value = parse_base10(params[1])
+                    if value is None:
+                        return out, fail("E_INVALID", b"DPUB could not parse timeout " + params[1])
+                    if value > max_req_ms:
+                        return out, fail("E_INVALID", "DPUB timeout %d out of range 0-%d" % (value, max_req_ms))
+                    defer = value
+                n = read_int32()
+                if n <= 0:
+                    return out, fail("E_BAD_MESSAGE", "%s invalid message body size %d" % (verb, n))
+                if n > max_msg:
+                    return out, fail("E_BAD_MESSAGE", "%s message too big %d > %d" % (verb, n, max_msg))
+                out.append(Command(name, params, read(n), defer))
+            elif name == b"MPUB":
+                if not params:
+                    return out, fail("E_INVALID", "MPUB insufficient number of parameters")
+                if not is_valid_name(params[0]):
+                    return out, fail("E_BAD_TOPIC", "E_BAD_TOPIC MPUB topic name %s is not valid" % (go_quote(params[0]),))
+                n = read_int32()
+                if n <= 0:
+                    return out, fail("E_BAD_BODY", "MPUB invalid body size %d" % (n,))
+                if n > max_body:
+                    return out, fail("E_BAD_BODY", "MPUB body too big %d > %d" % (n, max_body))
+                count = read_int32()
+                if count <= 0 or count > (max_body - 4) // 5:
+                    return out, fail("E_BAD_BODY", "MPUB invalid message count %d" % (count,))
+                bodies = []
+                for index in range(count):
+                    n = read_int32()
+                    if n <= 0:
+                        return out, fail("E_BAD_MESSAGE", "MPUB invalid message(%d) body size %d" % (index, n))
+                    if n > max_msg:
+                        return out, fail("E_BAD_MESSAGE", "MPUB message too big %d > %d" % (n, max_msg))
+                    bodies.append(read(n))
+                out.append(Command(name, params, bodies))
+            elif name == b"IDENTIFY" or name == b"AUTH":
+                verb = name.decode()
+                if name == b"AUTH" and params:
+                    return out, fail("E_INVALID", "AUTH invalid number of parameters")
+                n = read_int32()
+                if n > max_body:
+                    return out, fail("E_BAD_BODY", "%s body too big %d > %d" % (verb, n, max_body))
+                if n <= 0:
+                    return out, fail("E_BAD_BODY", "%s invalid body size %d" % (verb, n))
+                out.append(Command(name, params, read(n)))
+            else:
+                out.append(Command(name, params))
+        except _Incomplete:
+            return out, None
+
+
+def random_stream(rng: random.Random) -> bytes:
+    """Commands, mostly valid, some with lies in their sizes and counts."""
+    pieces = []
+    for _ in range(rng.randint(1, 40)):
+        kind = rng.random()
+        if kind < 0.2:
+            pieces.append(rng.choice([b"NOP\n", b"RDY 5\r\n", b"FIN " + ID + b"\n", b"SUB t c\n", b"\n", b"X  y\n"]))
+        elif kind < 0.45:
+            body = rng.choice([b"x", b"hello", b"\n" * 7, b"b" * rng.randint(1, 8000)])
+            topic = rng.choice([b"t2", b"bad!"]) if rng.random() < 0.03 else b"t"
+            pieces.append(pub(topic, body))
+        elif kind < 0.55:
+            defer = rng.choice([b"0", b"100", b"3600000", b"", b"3600001", b"-1"] if rng.random() < 0.1 else [b"0", b"100"])
+            pieces.append(pub(b"t " + defer, b"d", b"DPUB"))
+        elif kind < 0.9:
+            lengths = [1, 2, 50, 4095, 4096, 5000, 8000]
+            bodies = [bytes([97 + rng.randint(0, 25)]) * rng.choice(lengths) for _ in range(rng.randint(1, 30))]
+            payload = b"".join(size(len(b)) + b for b in bodies)
+            count = len(bodies)
+            if rng.random() < 0.1:
+                count += rng.choice([-1, 1, 2])
+            announced = len(payload) + 4
+            if rng.random() < 0.3:
+                announced = rng.choice([1, 5, 7, 9, announced - 7, announced + 13, announced // 2])
+            pieces.append(b"MPUB t\n" + size(announced) + size(count) + payload)
+        elif kind < 0.97:
+            pieces.append(b"IDENTIFY\n" + size(2) + b"{}")
+        else:
+            pieces.append(
+                rng.choice(
+                    [
+                        b"PUB t\n" + size(0),
+                        b"PUB t\n" + size(8001),
+                        b"MPUB t\n" + size(8) + size(1) + size(0),
+                        b"MPUB t\n" + size(8) + size(1) + size(8001),
+                        b"A" * 17000,
+                    ]
+                )
+            )
+    return b"".join(pieces)
+
+
+class ReferenceTests(SynchronousTestCase):
+    """The incremental parser agrees with a direct transcription of Go's reads."""
+
+    def test_random_streams(self) -> None:
+        """Random streams, fed in random pieces, give the oracle's commands and error."""
+        rng = random.Random(20260101)
+        for _ in range(300):
+            data = random_stream(rng)
+            expected, outcome = reference_parse(data, 8000, 200000, MAX_REQ_MS)
+            parser = make_parser(max_msg_size=8000, max_body_size=200000)
+            got: List[Command] = []
+            error: Optional[bytes] = None
+            start = 0
+            try:
+                while start < len(data):
+                    step = rng.choice([1, 3, 17, 100, 4096, 70000])
+                    parser.feed(data[start : start + step])
+                    command = parser.next_command()
+                    while command is not None:
+                        got.append(command)
+                        command = parser.next_command()
+                    start += step
+            except ProtocolError as caught:
+                error = caught.frame_data()
+            except LineTooLong:
+                error = b"LineTooLong"
+            self.assertEqual(got, expected)
+            self.assertEqual(error, outcome)
+
+
 class IdentifyAuthTests(SynchronousTestCase):
     """IDENTIFY and AUTH bodies are bounded by --max-body-size."""
 
@@ -564,6 +773,34 @@ class HookTests(SynchronousTestCase):
                 ("pre", b"AUTH", []),
             ],
         )
+
+    def test_whole_pubs(self) -> None:
+        """Complete PUBs in one read (the fast path) run each hook once."""
+        parser = make_parser(precheck=self.hook("pre"))
+        parser.feed(pub(b"t", b"1") + pub(b"t", b"2") + pub(b"t", b"x" * 5000))
+        self.assertEqual([c.body for c in drain(parser)], [b"1", b"2", b"x" * 5000])
+        self.assertEqual(self.calls, [("pre", b"PUB", [b"t"])] * 3)
+
+    def test_whole_pub_refused(self) -> None:
+        """A precheck error on a complete PUB stops the parser."""
+        parser = make_parser(precheck=self.hook("pre", refuse=b"PUB"))
+        parser.feed(pub(b"t", b"1") + b"NOP\n")
+        self.assertRaises(ProtocolError, parser.next_command)
+        self.assertTrue(parser.dead)
+        self.assertIsNone(parser.next_command())
+
+    def test_whole_pub_bad_size_after_precheck(self) -> None:
+        """For a complete PUB with a bad size, precheck still comes first."""
+        parser = make_parser(precheck=self.hook("pre", refuse=b"PUB"))
+        parser.feed(pub(b"t", b"1") + pub(b"t", b""))
+        self.assertRaises(ProtocolError, parser.next_command)
+        parser = make_parser(precheck=self.hook("pre"))
+        parser.feed(pub(b"t", b"1") + b"PUB t\n" + size(0))
+        self.assertEqual(parser.next_command(), Command(b"PUB", [b"t"], b"1"))
+        with self.assertRaises(ProtocolError) as caught:
+            parser.next_command()
+        self.assertEqual(caught.exception.frame_data(), b"E_BAD_MESSAGE PUB invalid message body size 0")
+        self.assertEqual(len(self.calls), 3)
 
     def test_precheck_before_size(self) -> None:
         """precheck's error comes as soon as the line is complete."""

@@ -26,7 +26,7 @@ parameters with Go's texts once the caller has made its state checks.
 from __future__ import annotations
 
 import struct
-from typing import Callable, List, Optional, Tuple, Union
+from typing import Callable, Dict, List, Optional, Tuple, Union
 
 from txnsq.protocol.errors import LineTooLong, ProtocolError, go_quote, protocol_error
 from txnsq.protocol.message import MESSAGE_ID_LENGTH
@@ -269,12 +269,30 @@ def parse_req(params: List[bytes], max_req_timeout_ms: int) -> Tuple[bytes, int]
 # The stream parser
 
 
+#: Topic names known to be valid, so that a stream of PUBs to a few topics
+#: does not run the name check each time.  Shared and bounded.
+_VALID_TOPICS: Dict[bytes, bool] = {}
+_VALID_TOPICS_MAX = 1024
+
+
+def _valid_topic(topic: bytes) -> bool:
+    """is_valid_name, remembering valid names."""
+    if topic in _VALID_TOPICS:
+        return True
+    if not is_valid_name(topic):
+        return False
+    if len(_VALID_TOPICS) >= _VALID_TOPICS_MAX:
+        _VALID_TOPICS.clear()
+    _VALID_TOPICS[topic] = True
+    return True
+
+
 def _check_topic(verb: str, params: List[bytes], minimum: int) -> None:
     """The parameter count and topic name checks PUB, DPUB and MPUB start with."""
     if len(params) < minimum:
         raise protocol_error("E_INVALID", "%s insufficient number of parameters" % (verb,))
     topic = params[0]
-    if not is_valid_name(topic):
+    if not _valid_topic(topic):
         description = "%s topic name %s is not valid" % (verb, go_quote(topic))
         if verb == "MPUB":
             # Go nsqd's MPUB repeats the code in its description.
@@ -319,6 +337,7 @@ class V2CommandParser:
         "_stage",
         "_need",
         "_count",
+        "_hint",
     )
 
     def __init__(
@@ -350,6 +369,8 @@ class V2CommandParser:
         self._stage = 0
         self._need = 0
         self._count = 0
+        # MPUB: how many bytes of its declared body are still to come.
+        self._hint = 0
 
     @property
     def dead(self) -> bool:
@@ -411,9 +432,30 @@ class V2CommandParser:
         if end > pos and buf[end - 1] == 13:
             end -= 1
         parts = bytes(buf[pos:end]).split(b" ")
-        self._pos = newline + 1
+        pos = self._pos = newline + 1
         name = parts[0]
         if name in BODY_COMMANDS:
+            if name == b"PUB" and len(parts) > 1 and self._early_check is None and parts[1] in _VALID_TOPICS:
+                # The common case, a well-formed PUB that is all here, in
+                # one go.  Anything else takes the general path, which
+                # makes every check in Go's order (nothing has been done
+                # here that it would repeat: precheck runs once).
+                start = pos + 4
+                if start <= len(buf):
+                    body_size = _unpack_int32(buf, pos)[0]
+                    stop = start + body_size
+                    if 0 < body_size <= self.max_msg_size and stop <= len(buf):
+                        del parts[0]
+                        if self._precheck is not None:
+                            try:
+                                self._precheck(name, parts)
+                            except ProtocolError:
+                                self._die()
+                                raise
+                        self._pos = stop
+                        if body_size < _VIEW_THRESHOLD:
+                            return Command(name, parts, bytes(buf[start:stop]))
+                        return Command(name, parts, _extract(buf, start, stop))
             return self._begin(name, parts[1:])
         del parts[0]
         return Command(name, parts)
@@ -494,6 +536,7 @@ class V2CommandParser:
                 raise self._fail("E_BAD_BODY", "MPUB body too big %d > %d" % (size, self.max_body_size))
             pos += 4
             self._pos = pos
+            self._hint = size
             self._stage = stage = _MPUB_COUNT
         if stage == _MPUB_COUNT:
             if end - pos < 4:
@@ -507,6 +550,7 @@ class V2CommandParser:
                 raise self._fail("E_BAD_BODY", "MPUB invalid message count %d" % (count,))
             pos += 4
             self._pos = pos
+            self._hint -= 4
             self._count = count
             cmd.body = []
             self._stage = stage = _MSG_SIZE
@@ -539,40 +583,69 @@ class V2CommandParser:
         bodies = cmd.body
         assert isinstance(bodies, list)
         append = bodies.append
-        count = self._count
-        max_msg_size = self.max_msg_size
-        need = self._need
-        while True:
-            if stage == _MSG_SIZE:
-                if end - pos < 4:
-                    break
-                need = _unpack_int32(buf, pos)[0]
-                if need <= 0:
-                    raise self._fail(
-                        "E_BAD_MESSAGE",
-                        "MPUB invalid message(%d) body size %d" % (len(bodies), need),
-                    )
-                if need > max_msg_size:
-                    raise self._fail("E_BAD_MESSAGE", "MPUB message too big %d > %d" % (need, max_msg_size))
-                pos += 4
-                stage = _MSG_BODY
-            stop = pos + need
+        remaining = self._count - len(bodies)
+        if stage == _MSG_BODY:
+            # The size of this message came with an earlier read.
+            stop = pos + self._need
             if stop > end:
-                break
-            if need < _VIEW_THRESHOLD:
-                append(bytes(buf[pos:stop]))
-            else:
-                append(_extract(buf, pos, stop))
+                return None
+            append(_extract(buf, pos, stop))
+            self._hint -= stop - pos
             pos = stop
-            if len(bodies) == count:
+            remaining -= 1
+        max_msg_size = self.max_msg_size
+        required = 0
+        while remaining:
+            avail = end - pos
+            if avail < 4:
                 self._pos = pos
-                self._cmd = None
-                return cmd
-            stage = _MSG_SIZE
+                self._stage = _MSG_SIZE
+                return None
+            # Copy a window of what has arrived once, then take bytes
+            # slices of it: cheaper than a bytearray slice plus a bytes()
+            # copy per message.  The window is what the MPUB announced, so
+            # commands pipelined after it are not copied again and again.
+            length = self._hint
+            if length < 4:
+                # More messages than announced: Go reads on regardless.
+                length = _VIEW_THRESHOLD
+            if length < required:
+                length = required
+            if length > avail:
+                length = avail
+            data = _extract(buf, pos, pos + length)
+            offset = 0
+            while remaining:
+                if length - offset < 4:
+                    break
+                need = _unpack_int32(data, offset)[0]
+                if need <= 0 or need > max_msg_size:
+                    if need <= 0:
+                        raise self._fail(
+                            "E_BAD_MESSAGE",
+                            "MPUB invalid message(%d) body size %d" % (len(bodies), need),
+                        )
+                    raise self._fail("E_BAD_MESSAGE", "MPUB message too big %d > %d" % (need, max_msg_size))
+                start = offset + 4
+                stop = start + need
+                if stop > length:
+                    if pos + stop <= end:
+                        # Beyond the window but here: take a wider window.
+                        required = stop - offset
+                        break
+                    self._pos = pos + start
+                    self._hint -= start
+                    self._stage = _MSG_BODY
+                    self._need = need
+                    return None
+                append(data[start:stop])
+                offset = stop
+                remaining -= 1
+            pos += offset
+            self._hint -= offset
         self._pos = pos
-        self._stage = stage
-        self._need = need
-        return None
+        self._cmd = None
+        return cmd
 
     def eof_error(self) -> Optional[ProtocolError]:
         """
