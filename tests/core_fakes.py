@@ -12,6 +12,7 @@ from types import SimpleNamespace
 from typing import Any, Deque, Dict, List, NamedTuple, Optional
 
 from twisted.internet.task import Clock
+from twisted.trial.unittest import SynchronousTestCase
 from zope.interface import implementer
 
 from txnsq.nsqd.broker import Broker
@@ -153,3 +154,16 @@ def make_broker(
         clock,
         storage if storage is not None else MemoryStorage(),
     )
+
+
+class TopicTestCase(SynchronousTestCase):
+    """A broker on a Clock (see :func:`make_broker`) with topic ``t``."""
+
+    def setUp(self) -> None:
+        self.build()
+
+    def build(self, **overrides: Any) -> None:
+        """(Re)make the broker with some options changed."""
+        self.broker = make_broker(**overrides)
+        self.clock = self.broker.clock
+        self.topic = self.broker.get_topic("t")

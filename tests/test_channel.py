@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any, List
 
-from twisted.trial.unittest import SynchronousTestCase
 
+from tests.core_fakes import TopicTestCase
 from tests.core_fakes import START, FakeConsumer, RecordingStorage, decode, make_broker
 from txnsq.nsqd.channel import (
     Channel,
@@ -19,17 +19,12 @@ from txnsq.nsqd.channel import (
 )
 
 
-class ChannelTestCase(SynchronousTestCase):
+class ChannelTestCase(TopicTestCase):
     """A broker on a Clock with topic 't' and channel 'c'."""
-
-    def setUp(self) -> None:
-        self.build()
 
     def build(self, **overrides: Any) -> None:
         """(Re)make the broker with some options changed."""
-        self.broker = make_broker(**overrides)
-        self.clock = self.broker.clock
-        self.topic = self.broker.get_topic("t")
+        TopicTestCase.build(self, **overrides)
         self.channel = self.topic.get_channel("c")
 
     def subscribe(

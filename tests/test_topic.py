@@ -7,24 +7,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from twisted.trial.unittest import SynchronousTestCase
 
 from tests.core_fakes import START, FakeConsumer, decode, make_broker
+from tests.core_fakes import TopicTestCase as BaseTopicTestCase
 from txnsq.nsqd.topic import PublishError, Topic
 from txnsq.storage.ephemeral import EphemeralQueue
 from txnsq.storage.memory import MemoryQueue
 
 
-class TopicTestCase(SynchronousTestCase):
+class TopicTestCase(BaseTopicTestCase):
     """A broker on a Clock with topic 't'."""
-
-    def setUp(self) -> None:
-        self.build()
-
-    def build(self, **overrides: Any) -> None:
-        self.broker = make_broker(**overrides)
-        self.clock = self.broker.clock
-        self.topic = self.broker.get_topic("t")
 
     def consumer(self, channel_name: str = "c", ready: int = 100) -> FakeConsumer:
         consumer = FakeConsumer(ready)
