@@ -102,6 +102,7 @@ class RecordingQueue:
         self.log = log
         self.closed = False
         self.deleted = False
+        self.error: Optional[str] = None
 
     def put(self, data: bytes) -> None:
         self.items.append(data)

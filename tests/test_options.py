@@ -156,7 +156,7 @@ class DefaultsTests(SynchronousTestCase):
             "deflate": True,
             "max_deflate_level": 6,
             "snappy": True,
-            "storage": "memory",
+            "storage": "disk",
             "client_timeout": 60.0,
             "queue_scan_interval": 0.1,
             "queue_scan_refresh_interval": 5.0,

@@ -18,6 +18,8 @@ A new backend gets the whole suite with a subclass that supplies
             options.data_path = self.mktemp()
             os.makedirs(options.data_path)
             return options
+
+(``tests/test_storage_disk.py`` has exactly that.)
 """
 
 from __future__ import annotations
@@ -49,7 +51,9 @@ class BackendQueueConformance:
     Subclasses (with ``SynchronousTestCase``) supply :meth:`make_backend`;
     ``persistent`` says whether a closed queue's messages come back when
     the same name is opened again.  The tests stay within
-    ``mem_queue_size`` so backends that drop overflow pass too.
+    ``mem_queue_size`` so backends that drop overflow pass too.  Messages
+    are at least 26 bytes, the header of an encoded message, as every
+    message a topic or channel stores is.
     """
 
     persistent = False
@@ -153,8 +157,8 @@ class BackendQueueConformance:
         queue = self.open()
         data = bytes(range(256)) * 3 + b"\n\r\n\x00"
         queue.put(data)
-        queue.put(b"x")
-        self.assertEqual(self.drain(queue), [data, b"x"])
+        queue.put(message(1))
+        self.assertEqual(self.drain(queue), [data, message(1)])
 
     def test_large_message(self) -> None:
         """A 1 MiB message comes back whole."""
@@ -180,22 +184,22 @@ class BackendQueueConformance:
         queue.empty()
         self.assertEqual(queue.depth(), 0)
         self.assertIsNone(queue.read())
-        queue.put(b"after")
-        self.assertEqual(self.drain(queue), [b"after"])
+        queue.put(message(99))
+        self.assertEqual(self.drain(queue), [message(99)])
 
     def test_queues_independent(self) -> None:
         """Queues of different names do not share messages."""
         first = self.open("t:a")
         second = self.open("t:b")
-        first.put(b"one")
-        second.put(b"two")
-        self.assertEqual(self.drain(first), [b"one"])
-        self.assertEqual(self.drain(second), [b"two"])
+        first.put(message(1))
+        second.put(message(2))
+        self.assertEqual(self.drain(first), [message(1)])
+        self.assertEqual(self.drain(second), [message(2)])
 
     def test_delete(self) -> None:
         """After delete(), the same name opens as an empty queue."""
         queue = self.backend.open_queue("gone", self.options, self.clock)
-        queue.put(b"x")
+        queue.put(message(1))
         queue.delete()
         again = self.open("gone")
         self.assertEqual(again.depth(), 0)
@@ -218,10 +222,10 @@ class BackendQueueConformance:
     def test_no_timers_left(self) -> None:
         """A queue leaves no timer behind once closed or deleted."""
         closed = self.backend.open_queue("a", self.options, self.clock)
-        closed.put(b"x")
+        closed.put(message(1))
         closed.close()
         deleted = self.backend.open_queue("b", self.options, self.clock)
-        deleted.put(b"y")
+        deleted.put(message(2))
         deleted.delete()
         self.assertEqual(list(self.clock.getDelayedCalls()), [])
 

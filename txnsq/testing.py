@@ -100,11 +100,13 @@ def start_nsqd(
     :param overrides: ``NSQDOptions`` attributes set after the flags.
 
     Unless given, it listens on ``127.0.0.1:0`` for TCP and HTTP, stores
-    messages in memory and uses a fresh temporary data path that is
-    removed when it stops.
+    messages in memory (``--storage=disk`` for nsqd's default) and uses a
+    fresh temporary data path that is removed when it stops.
     """
+    # The last occurrence of a flag wins, so ``args`` can override these.
     options = parse_nsqd_args(
-        ["--tcp-address=127.0.0.1:0", "--http-address=127.0.0.1:0"] + list(args)
+        ["--tcp-address=127.0.0.1:0", "--http-address=127.0.0.1:0", "--storage=memory"]
+        + list(args)
     )
     data_path: Optional[str] = None
     if not options.data_path and "data_path" not in overrides:

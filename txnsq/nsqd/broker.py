@@ -9,7 +9,7 @@ injected ``IReactorTime`` and storage from the chosen backend.
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional
+from typing import Any, Callable, Dict, Optional
 
 from twisted.internet.interfaces import IReactorTime
 
@@ -34,6 +34,9 @@ class Broker:
     :ivar topics: the topics by name.
     :ivar guid: makes message IDs (``--node-id``).
     :ivar exiting: :meth:`close` was called.
+    :ivar on_topology_change: called (with no argument) after a topic or
+        channel is created, deleted, paused or unpaused; nsqd persists its
+        metadata from there.
     """
 
     def __init__(self, options: Any, clock: IReactorTime, storage: IStorageBackend) -> None:
@@ -46,6 +49,7 @@ class Broker:
         self.guid = GUIDFactory(options.node_id, clock)
         self.topics: Dict[str, Topic] = {}
         self.exiting = False
+        self.on_topology_change: Optional[Callable[[], None]] = None
 
     def __repr__(self) -> str:
         return "<Broker topics=%d>" % (len(self.topics),)
@@ -61,6 +65,7 @@ class Broker:
             if not is_valid_topic_name(name):
                 raise ValueError("invalid topic name %r" % (name,))
             topic = self.topics[name] = Topic(self, name)
+            self._topology_changed()
         return topic
 
     def find_topic(self, name: str) -> Optional[Topic]:
@@ -75,6 +80,22 @@ class Broker:
         """
         topic = self.topics.pop(name)
         topic.delete()
+        self._topology_changed()
+
+    def storage_error(self) -> Optional[str]:
+        """
+        Why some queue cannot store messages right now (a failed disk
+        write), or ``None``: nsqd is unhealthy while this is set.
+        """
+        for topic in self.topics.values():
+            error = topic._queue.error
+            if error is not None:
+                return error
+            for channel in topic.channels.values():
+                error = channel._queue.error
+                if error is not None:
+                    return error
+        return None
 
     def close(self) -> None:
         """
@@ -84,6 +105,11 @@ class Broker:
         self.exiting = True
         for topic in list(self.topics.values()):
             topic.close()
+
+    def _topology_changed(self) -> None:
+        callback = self.on_topology_change
+        if callback is not None:
+            callback()
 
     def _ephemeral_topic_empty(self, topic: Topic) -> None:
         """An ephemeral topic lost its last channel: delete it."""

@@ -36,6 +36,7 @@ from typing import (
 
 from txnsq.protocol.message import message_attempts, message_id, with_attempts
 from txnsq.protocol.names import is_ephemeral
+from txnsq.storage.interfaces import IDeferredStore
 
 if TYPE_CHECKING:
     from txnsq.nsqd.topic import Topic
@@ -175,6 +176,12 @@ class Channel:
         self._timer: Any = None  # Optional[IDelayedCall]
         self._timer_at: Optional[float] = None
         self._pumping = False
+        queue = self._queue
+        if IDeferredStore.providedBy(queue):
+            # Deferred messages kept across a restart, due at the same
+            # time as before (in nanoseconds since the epoch).
+            for due_ns, data in queue.load_deferred():
+                self._defer_until(due_ns / 1e9, data)
 
     def __repr__(self) -> str:
         return "<Channel %s:%s depth=%d in_flight=%d deferred=%d>" % (
@@ -366,10 +373,12 @@ class Channel:
     def pause(self) -> None:
         """Stop delivering messages (in-flight ones are unaffected)."""
         self.paused = True
+        self.topic.broker._topology_changed()
 
     def unpause(self) -> None:
         """Deliver messages again."""
         self.paused = False
+        self.topic.broker._topology_changed()
         self._pump()
 
     def empty(self) -> None:
@@ -389,8 +398,10 @@ class Channel:
     def close(self) -> None:
         """
         Shut down (nsqd is exiting): stop timers, close the consumers, and
-        put in-flight and deferred messages back in the queue before
-        closing it, so that a persistent backend keeps them.
+        put in-flight messages back in the queue before closing it, so that
+        a persistent backend keeps them.  Deferred messages go to a queue
+        that keeps them deferred (``IDeferredStore``), else back in the
+        queue as plain ones.
         """
         if self.exiting:
             return
@@ -398,8 +409,13 @@ class Channel:
         queue = self._queue
         for entry in self._in_flight.values():
             queue.put(entry.data)
-        for _, _, data in sorted(self._deferred, key=lambda item: item[:2]):
-            queue.put(data)
+        deferred = sorted(self._deferred, key=lambda item: item[:2])
+        if deferred:
+            if IDeferredStore.providedBy(queue):
+                queue.save_deferred([(int(at * 1e9), data) for at, _, data in deferred])
+            else:
+                for _, _, data in deferred:
+                    queue.put(data)
         self._drop_consumers()
         self._clear()
         queue.close()
@@ -515,7 +531,9 @@ class Channel:
             self._pump()
 
     def _defer(self, data: bytes, delay: float) -> None:
-        at = self.clock.seconds() + delay
+        self._defer_until(self.clock.seconds() + delay, data)
+
+    def _defer_until(self, at: float, data: bytes) -> None:
         heapq.heappush(self._deferred, (at, self._next_seq(), data))
         timer_at = self._timer_at
         if timer_at is None or at < timer_at:

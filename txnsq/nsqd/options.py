@@ -168,7 +168,7 @@ class NSQDOptions:
     snappy: bool = True
 
     # txnsq's own
-    storage: str = "memory"
+    storage: str = "disk"
 
     # Go options without a flag (a config file could set them)
     client_timeout: float = 60.0
@@ -337,22 +337,15 @@ def _tls_min_version_parser(default: str) -> Any:
 
 def _storage_help() -> str:
     """The ``--storage`` help, naming the backends that are installed."""
-    names: List[str] = []
     try:
-        from twisted.plugin import getPlugins
+        from txnsq.storage.plugins import storage_backends
 
-        from txnsq.storage.interfaces import IStorageBackend
-
-        names = sorted(
-            str(getattr(plugin, "name", "")) for plugin in getPlugins(IStorageBackend)
-        )
-    except Exception:  # the storage layer may be absent or broken
-        names = []
-    if not names:
-        names = ["memory", "ephemeral"]
+        names = sorted(storage_backends())
+    except Exception:  # a broken third-party plugin must not break --help
+        names = ["disk", "ephemeral", "memory"]
     return (
         "storage backend for topic and channel queues (txnsq; one of: %s; "
-        "third-party backends are Twisted plugins)" % (", ".join(n for n in names if n),)
+        "third-party backends are Twisted plugins)" % (", ".join(names),)
     )
 
 

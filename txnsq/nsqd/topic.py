@@ -16,11 +16,15 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple, Union
 from txnsq.nsqd.channel import Channel
 from txnsq.protocol.message import encode_message
 from txnsq.protocol.names import is_ephemeral, is_valid_channel_name
+from txnsq.storage.interfaces import IDeferredStore
 
 if TYPE_CHECKING:
     from txnsq.nsqd.broker import Broker
 
 __all__ = ["PublishError", "Topic"]
+
+#: Held messages moved to the channels per reactor turn.
+HANDOVER_BATCH = 10000
 
 
 class PublishError(Exception):
@@ -67,6 +71,11 @@ class Topic:
         # Deferred publishes waiting for a channel, with their delays (Go
         # starts the delay when a channel takes the message).
         self._backlog: List[Tuple[bytes, float]] = []
+        if IDeferredStore.providedBy(self._queue):
+            for delay_ns, data in self._queue.load_deferred():
+                self._backlog.append((data, delay_ns / 1e9))
+        # A pending call handing held messages over to the channels.
+        self._handover: Any = None
 
     def __repr__(self) -> str:
         return "<Topic %s depth=%d channels=%d>" % (
@@ -88,6 +97,8 @@ class Topic:
         if targets:
             for channel in targets:
                 queue = channel._queue
+                if queue.error is not None:
+                    raise PublishError(queue.error)
                 limit = queue.limit
                 if limit is not None and queue.depth() >= limit:
                     raise PublishError(_full(channel, limit))
@@ -119,6 +130,8 @@ class Topic:
         if targets:
             for channel in targets:
                 queue = channel._queue
+                if queue.error is not None:
+                    raise PublishError(queue.error)
                 limit = queue.limit
                 if limit is not None and queue.depth() + count > limit:
                     raise PublishError(_full(channel, limit))
@@ -154,7 +167,11 @@ class Topic:
         if delay > max_delay:
             delay = max_delay
         targets = self._targets
-        if not targets:
+        if targets:
+            for channel in targets:
+                if channel._queue.error is not None:
+                    raise PublishError(channel._queue.error)
+        else:
             self._check_held(1)
         now = self.clock.seconds()
         data = encode_message(int(now * 1e9), 0, self._guid.new_id(now), body)
@@ -182,6 +199,7 @@ class Topic:
             channel = Channel(self, name)
             self.channels[name] = channel
             self._update_targets()
+            self.broker._topology_changed()
         return channel
 
     def find_channel(self, name: str) -> Optional[Channel]:
@@ -198,6 +216,7 @@ class Topic:
         channel = self.channels.pop(name)
         self._update_targets()
         channel.delete()
+        self.broker._topology_changed()
         if not self.channels and self.ephemeral and not self.exiting:
             self.broker._ephemeral_topic_empty(self)
 
@@ -216,11 +235,13 @@ class Topic:
         """Hold published messages in the topic until :meth:`unpause`."""
         self.paused = True
         self._update_targets()
+        self.broker._topology_changed()
 
     def unpause(self) -> None:
         """Resume copying messages to the channels, the held ones first."""
         self.paused = False
         self._update_targets()
+        self.broker._topology_changed()
 
     def empty(self) -> None:
         """Drop the messages held by the topic (channels keep theirs)."""
@@ -230,19 +251,26 @@ class Topic:
     def close(self) -> None:
         """
         Shut down (nsqd is exiting): close every channel, then the topic's
-        queue.  Held deferred messages are kept as plain ones, as Go does
-        when it writes them to disk.
+        queue.  Held deferred messages are given to a queue that can keep
+        them deferred (``IDeferredStore``), else kept as plain ones, as Go
+        does when it writes them to disk.
         """
         if self.exiting:
             return
         self.exiting = True
         self._targets = ()
+        self._cancel_handover()
         for channel in list(self.channels.values()):
             channel.close()
         backlog, self._backlog = self._backlog, []
-        for data, _ in backlog:
-            self._queue.put(data)
-        self._queue.close()
+        queue = self._queue
+        if backlog:
+            if IDeferredStore.providedBy(queue):
+                queue.save_deferred([(int(delay * 1e9), data) for data, delay in backlog])
+            else:
+                for data, _ in backlog:
+                    queue.put(data)
+        queue.close()
 
     def delete(self) -> None:
         """
@@ -253,6 +281,7 @@ class Topic:
             return
         self.exiting = True
         self._targets = ()
+        self._cancel_handover()
         channels = list(self.channels.values())
         self.channels.clear()
         for channel in channels:
@@ -267,6 +296,8 @@ class Topic:
         if self.exiting:
             raise PublishError("exiting")
         queue = self._queue
+        if queue.error is not None:
+            raise PublishError(queue.error)
         limit = queue.limit
         if limit is not None and self.depth() + count > limit:
             raise PublishError(_full(self, limit))
@@ -275,21 +306,44 @@ class Topic:
         """Recompute where publishes go; hand held messages over."""
         if self.paused or self.exiting or not self.channels:
             self._targets = ()
+            self._cancel_handover()
             return
-        targets = self._targets = tuple(self.channels.values())
-        queue = self._queue
-        read = queue.read
-        if queue.depth():
-            data = read()
-            while data is not None:
-                for channel in targets:
-                    channel.put(data)
-                data = read()
+        self._targets = tuple(self.channels.values())
         if self._backlog:
+            targets = self._targets
             backlog, self._backlog = self._backlog, []
             for data, delay in backlog:
                 for channel in targets:
                     channel.put_deferred(data, delay)
+        if self._handover is None:
+            self._hand_over()
+
+    def _hand_over(self) -> None:
+        """
+        Move held messages to the channels, ``HANDOVER_BATCH`` at a time: a
+        large backlog on disk moves over several reactor turns instead of
+        stalling every connection for one long turn.
+        """
+        self._handover = None
+        targets = self._targets
+        if not targets:
+            return
+        read = self._queue.read
+        for _ in range(HANDOVER_BATCH):
+            data = read()
+            if data is None:
+                return
+            for channel in targets:
+                channel.put(data)
+        if self._queue.depth():
+            self._handover = self.clock.callLater(0, self._hand_over)
+
+    def _cancel_handover(self) -> None:
+        call = self._handover
+        if call is not None:
+            self._handover = None
+            if call.active():
+                call.cancel()
 
 
 def _full(where: Union[Topic, Channel], limit: int) -> str:

@@ -60,6 +60,7 @@ class EphemeralStorage:
         "in-memory queues that drop messages beyond --mem-queue-size "
         "(always used for #ephemeral topics and channels)"
     )
+    durable = False
 
     def open_queue(self, name: str, options: Any, clock: Any) -> EphemeralQueue:
         """A new empty queue keeping up to ``options.mem_queue_size`` messages."""

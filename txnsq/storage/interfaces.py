@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from zope.interface import Attribute, Interface
 
-__all__ = ["IBackendQueue", "IStorageBackend"]
+__all__ = ["IBackendQueue", "IDeferredStore", "IStorageBackend"]
 
 
 class IBackendQueue(Interface):
@@ -28,6 +28,18 @@ class IBackendQueue(Interface):
         The queue itself does not enforce it; the topic refuses a publish
         that would take a destination queue past its limit.  ``None`` means
         publishes are never refused on this queue's account.
+        """
+    )
+
+    error = Attribute(
+        """
+        ``str`` or ``None``: why the queue cannot store messages right now
+        (a failed disk write), or ``None`` while it is healthy.
+
+        While it is set the topic refuses publishes to the queue (E_PUB_FAILED)
+        and nsqd reports itself unhealthy; the queue still keeps, in memory,
+        any message put into it, and clears ``error`` once it can store
+        again.
         """
     )
 
@@ -66,6 +78,33 @@ class IBackendQueue(Interface):
         """
 
 
+class IDeferredStore(Interface):
+    """
+    Optionally provided by an ``IBackendQueue`` that can keep deferred
+    messages across a restart with their deferral.
+
+    Each item is ``(when, data)``: ``when`` is an integer whose meaning
+    belongs to the queue's owner (a channel stores the due time in
+    nanoseconds since the epoch, a topic the delay not yet started); the
+    queue only keeps it with the message.
+    """
+
+    def save_deferred(items: "list[tuple[int, bytes]]") -> None:
+        """
+        Keep these deferred messages; called once, just before ``close``.
+
+        The messages must also remain readable as plain messages by any
+        reader that does not know about deferral (go-diskqueue readers).
+        """
+
+    def load_deferred() -> "list[tuple[int, bytes]]":
+        """
+        The deferred messages saved by the previous ``save_deferred`` of
+        this queue, once: they are forgotten by the queue when returned,
+        and their plain copies are no longer returned by ``read``.
+        """
+
+
 class IStorageBackend(Interface):
     """
     A storage backend, registered as a Twisted plugin
@@ -75,6 +114,14 @@ class IStorageBackend(Interface):
     name = Attribute("``str``: the name ``--storage`` selects the backend by.")
 
     description = Attribute("``str``: one line saying what the backend does.")
+
+    durable = Attribute(
+        """
+        ``bool``: queues outlive the process.  nsqd keeps its list of
+        topics and channels (``nsqd.dat``) and locks ``--data-path`` only
+        for a durable backend.
+        """
+    )
 
     def open_queue(name: str, options: object, clock: object) -> IBackendQueue:
         """

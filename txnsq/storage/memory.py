@@ -29,6 +29,9 @@ class MemoryQueue:
 
     __slots__ = ("name", "limit", "_items")
 
+    #: Memory never fails to store.
+    error = None
+
     def __init__(self, name: str, limit: Optional[int]) -> None:
         self.name = name
         self.limit = limit
@@ -71,6 +74,7 @@ class MemoryStorage:
 
     name = "memory"
     description = "in-memory queues of up to --mem-queue-size messages, lost on exit"
+    durable = False
 
     def open_queue(self, name: str, options: Any, clock: Any) -> MemoryQueue:
         """A new empty queue limited to ``options.mem_queue_size`` messages."""

@@ -24,11 +24,12 @@ def storage_backends() -> Dict[str, IStorageBackend]:
     """
     # txnsq's own backends are always there, even where plugin discovery
     # cannot see txnsq's plugin file (editable installs, zipped apps).
+    from txnsq.storage.disk import DiskStorage
     from txnsq.storage.ephemeral import EphemeralStorage
     from txnsq.storage.memory import MemoryStorage
 
     found: Dict[str, IStorageBackend] = {}
-    for builtin in (MemoryStorage(), EphemeralStorage()):
+    for builtin in (DiskStorage(), MemoryStorage(), EphemeralStorage()):
         found[builtin.name] = builtin
     for plugin in getPlugins(IStorageBackend):
         found.setdefault(plugin.name, plugin)

@@ -1,0 +1,971 @@
+# -*- test-case-name: tests.test_storage_disk -*-
+"""
+The ``disk`` storage backend (the default): per topic and channel, up to
+``--mem-queue-size`` messages in memory, the rest in go-diskqueue segment
+files in ``--data-path``, and everything written to disk at a clean
+shutdown.
+
+Order is kept: a message goes to memory only while nothing of the queue is
+on disk, so the memory front is always older than the disk part (go nsqd
+picks between the two at random).  At shutdown the front is appended to
+the files, as Go nsqd does.
+
+Writes are batched: records are appended to a buffer that is written with
+one ``write`` per reactor turn (or per 256 KiB), and read back from that
+buffer if a consumer catches up first.  ``fsync`` and the meta file follow
+``--sync-every`` (reads and writes, as go-diskqueue counts them) and
+``--sync-timeout``, at the end of a reactor turn.
+
+A write that fails (disk full, permissions) does not lose the message: the
+queue keeps it in memory, sets :attr:`DiskQueue.error` (which makes the
+topic refuse publishes and nsqd report itself unhealthy) and tries again
+every second until writing works.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from collections import deque
+from typing import Any, Callable, Deque, List, Optional, Tuple
+
+from twisted.logger import Logger
+from twisted.plugin import IPlugin
+from zope.interface import implementer
+
+from txnsq.storage.diskqueue_format import (
+    MIN_MESSAGE_SIZE,
+    RECORD_HEADER,
+    DeferredState,
+    DiskFormatError,
+    QueueState,
+    decode_deferred,
+    decode_meta,
+    deferred_file_name,
+    encode_deferred,
+    encode_meta,
+    meta_file_name,
+    parse_segment_file_name,
+    segment_file_name,
+)
+from txnsq.storage.interfaces import IBackendQueue, IDeferredStore, IStorageBackend
+
+__all__ = ["DiskQueue", "DiskStorage", "write_file_atomically"]
+
+#: Pending records are written once they reach this size, even mid-turn.
+FLUSH_BYTES = 256 * 1024
+
+#: How much of a segment is read at once.
+READ_CHUNK = 256 * 1024
+
+#: Seconds between attempts to write again after a failed write.
+RETRY_DELAY = 1.0
+
+_log = Logger(namespace="txnsq.storage.disk")
+
+
+def write_file_atomically(path: str, data: bytes) -> None:
+    """
+    Replace ``path`` with ``data`` so that a crash leaves either the old or
+    the new file: write a temporary file beside it (named as Go names its
+    own, ``PATH.<random>.tmp``), ``fsync`` it, rename it over ``path``.
+
+    :raises OSError: the file could not be written; the temporary file is
+        removed and ``path`` is untouched.
+    """
+    tmp = "%s.%d.tmp" % (path, random.getrandbits(62))
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.rename(tmp, path)
+    except OSError:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+@implementer(IBackendQueue, IDeferredStore)
+class DiskQueue:
+    """
+    One topic's or channel's queue: a memory front spilling to segment
+    files.  Made by :meth:`DiskStorage.open_queue`.
+
+    :param name: the queue name (``topic`` or ``topic:channel``).
+    :param directory: the data directory (``--data-path``).
+    :param clock: for the end-of-turn write, the sync timer and retries.
+    :param mem_limit: messages kept in memory (``--mem-queue-size``).
+    :param max_bytes_per_file: segment size (``--max-bytes-per-file``).
+    :param max_msg_size: the largest record accepted when reading
+        (``--max-msg-size`` plus the message header, as Go nsqd).
+    :param sync_every: operations between syncs (``--sync-every``); 0
+        syncs on the timer only.
+    :param sync_timeout: seconds after which pending operations are synced
+        (``--sync-timeout``).
+
+    :ivar error: why writes fail right now, or ``None``.
+    """
+
+    limit = None
+
+    def __init__(
+        self,
+        name: str,
+        directory: str,
+        clock: Any,
+        mem_limit: int,
+        max_bytes_per_file: int,
+        max_msg_size: int,
+        sync_every: int,
+        sync_timeout: float,
+    ) -> None:
+        self.name = name
+        self.error: Optional[str] = None
+        self._directory = directory
+        self._clock = clock
+        self._mem_limit = mem_limit
+        self._max_bytes_per_file = max_bytes_per_file
+        self._max_msg_size = max_msg_size
+        self._sync_every = sync_every if sync_every > 0 else -1
+        self._sync_timeout = sync_timeout
+        self._front: Deque[bytes] = deque()
+        # Messages kept in memory while writes fail; newer than the disk part.
+        self._overflow: Deque[bytes] = deque()
+        # Disk state, as in the meta file; the write position counts the
+        # records still pending in ``_pending``.
+        self._depth = 0
+        self._read_file = 0
+        self._read_pos = 0
+        self._write_file = 0
+        self._write_pos = 0
+        self._flushed_pos = 0
+        self._pending = bytearray()
+        self._write_fd: Optional[int] = None
+        self._read_fd: Optional[int] = None
+        self._read_fd_file = -1
+        # The size of the segment being read once no longer written to.
+        self._read_end: Optional[int] = None
+        self._rbuf = b""
+        self._rbuf_pos = 0
+        self._unsynced = 0
+        # A file was started or finished: sync at the end of this turn.
+        self._need_sync = False
+        self._flush_call: Any = None
+        self._sync_call: Any = None
+        self._retry_call: Any = None
+        # Plain copies of deferred messages to skip when read: how many,
+        # from which position (set by load_deferred).
+        self._copies = 0
+        self._copies_at: Tuple[int, int] = (0, 0)
+        self._saved: Optional[Tuple[DeferredState, List[Tuple[int, bytes]]]] = None
+        self._to_save: List[Tuple[int, bytes]] = []
+        self._closed = False
+        #: The function writing bytes to a file descriptor; a test seam for
+        #: failing disks.
+        self.os_write: Callable[[int, Any], int] = os.write
+        self._open()
+
+    def __repr__(self) -> str:
+        return "<DiskQueue %r depth=%d front=%d>" % (
+            self.name,
+            self.depth(),
+            len(self._front),
+        )
+
+    # -- IBackendQueue -----------------------------------------------------
+
+    def put(self, data: bytes) -> None:
+        """Append one message: in memory while there is room and nothing on
+        disk, else to the segment files."""
+        if (
+            not self._depth
+            and self.error is None
+            and len(self._front) < self._mem_limit
+        ):
+            self._front.append(data)
+        elif self.error is None:
+            self._append(data)
+        else:
+            self._overflow.append(data)
+
+    def read(self) -> Optional[bytes]:
+        """The oldest message: from memory, else from disk."""
+        front = self._front
+        if front:
+            return front.popleft()
+        if self._depth:
+            data = self._read_disk()
+            if data is not None:
+                return data
+        if self._overflow:
+            return self._overflow.popleft()
+        return None
+
+    def depth(self) -> int:
+        """Messages that :meth:`read` would still return."""
+        disk = self._depth - self._copies
+        if disk <= 0 and not self._copies and self._unread_positions():
+            # A meta file that undercounts must not hide what is there.
+            disk = 1
+        return len(self._front) + disk + len(self._overflow)
+
+    def empty(self) -> None:
+        """Drop every message; the queue's files are removed."""
+        self._front.clear()
+        self._overflow.clear()
+        self._to_save = []
+        self._drop_disk_part()
+        self._remove(deferred_file_name(self.name))
+        self._saved = None
+        if self.error is not None:
+            self._recovered()
+        self._sync()
+
+    def close(self) -> None:
+        """
+        Write everything to disk: the memory front, messages held after a
+        failed write, and the deferred messages passed to
+        :meth:`save_deferred`; then sync and close the files.
+        """
+        if self._closed:
+            return
+        self._closed = True
+        self._cancel_timers()
+        held = list(self._front) + list(self._overflow)
+        self._front.clear()
+        self._overflow.clear()
+        self.error = None
+        for data in held:
+            self._append(data)
+        deferred, self._to_save = self._to_save, []
+        copies_at = (self._write_file, self._write_pos)
+        for index, (_, data) in enumerate(deferred):
+            self._append(data)
+            if index == 0:
+                # The first copy may have started a new segment.
+                copies_at = (self._write_file, self._write_pos - RECORD_HEADER.size - len(data))
+        self._sync()
+        lost = len(self._overflow)
+        if lost:
+            _log.critical(
+                "DISKQUEUE({name}): {count} messages could not be written and are lost - {error}",
+                name=self.name,
+                count=lost,
+                error=self.error,
+            )
+        elif deferred:
+            self._write_deferred(deferred, copies_at)
+        self._close_files()
+        self._cancel_timers()
+
+    def delete(self) -> None:
+        """Drop every message and remove the queue's files for good."""
+        self._closed = True
+        self._cancel_timers()
+        self._front.clear()
+        self._overflow.clear()
+        self._to_save = []
+        self._close_files()
+        self._pending = bytearray()
+        for number in self._segment_numbers():
+            self._remove(segment_file_name(self.name, number))
+        self._remove(meta_file_name(self.name))
+        self._remove(deferred_file_name(self.name))
+        self._depth = 0
+
+    # -- IDeferredStore ----------------------------------------------------
+
+    def save_deferred(self, items: List[Tuple[int, bytes]]) -> None:
+        """Keep these deferred messages; :meth:`close` writes them."""
+        self._to_save = list(items)
+
+    def load_deferred(self) -> List[Tuple[int, bytes]]:
+        """
+        The deferred messages saved at the last clean shutdown, if the
+        queue was not touched since; their plain copies will be skipped.
+        """
+        saved, self._saved = self._saved, None
+        if saved is None:
+            return []
+        state, items = saved
+        self._copies = state.copies
+        self._copies_at = (state.copies_file, state.copies_pos)
+        self._remove(deferred_file_name(self.name))
+        return items
+
+    # -- public extras -----------------------------------------------------
+
+    def sync(self) -> None:
+        """Write pending records, ``fsync`` and persist the meta file now."""
+        self._sync()
+
+    def state(self) -> QueueState:
+        """The queue's disk state, as the meta file would record it now."""
+        return QueueState(
+            self._depth,
+            self._read_file,
+            self._read_pos,
+            self._write_file,
+            self._write_pos,
+        )
+
+    # -- opening -----------------------------------------------------------
+
+    def _path(self, filename: str) -> str:
+        return os.path.join(self._directory, filename)
+
+    def _open(self) -> None:
+        """Pick up where the files say the queue was."""
+        meta_path = self._path(meta_file_name(self.name))
+        state: Optional[QueueState] = None
+        try:
+            with open(meta_path, "rb") as meta:
+                state = decode_meta(meta.read(256))
+        except FileNotFoundError:
+            pass
+        except (OSError, DiskFormatError) as error:
+            _log.error(
+                "DISKQUEUE({name}) failed to retrieveMetaData - {error}",
+                name=self.name,
+                error=error,
+            )
+            self._quarantine(meta_path)
+        if state is None:
+            state = self._recover_without_meta()
+        self._depth = state.depth
+        self._read_file = state.read_file
+        self._read_pos = state.read_pos
+        self._write_file = state.write_file
+        self._write_pos = state.write_pos
+        self._check_write_file()
+        self._flushed_pos = self._write_pos
+        self._load_saved(state)
+
+    def _recover_without_meta(self) -> QueueState:
+        """No usable meta file: take whatever segments are there."""
+        numbers = self._segment_numbers()
+        if not numbers:
+            return QueueState(0, 0, 0, 0, 0)
+        depth = 0
+        for number in numbers:
+            depth += self._count_records(segment_file_name(self.name, number), 0)
+        _log.warn(
+            "DISKQUEUE({name}): no meta file; recovered {depth} messages from {files} files",
+            name=self.name,
+            depth=depth,
+            files=len(numbers),
+        )
+        return QueueState(depth, numbers[0], 0, numbers[-1] + 1, 0)
+
+    def _check_write_file(self) -> None:
+        """
+        A write segment longer than the meta says holds records written
+        after the last sync: count them and write on in a new segment, so
+        that they are read and never overwritten (go-diskqueue skips to a
+        new file too).  A shorter one lost its end: write on in a new one.
+        """
+        path = self._path(segment_file_name(self.name, self._write_file))
+        try:
+            size = os.stat(path).st_size
+        except FileNotFoundError:
+            if self._write_pos == 0:
+                return
+            size = -1
+        except OSError:
+            size = -1
+        if size == self._write_pos:
+            return
+        if size > self._write_pos:
+            extra = self._count_records(
+                segment_file_name(self.name, self._write_file), self._write_pos
+            )
+            self._depth += extra
+            _log.warn(
+                "DISKQUEUE({name}) {file} metadata writePos {pos} < file size of {size}, "
+                "skipping to new file ({extra} unsynced messages recovered)",
+                name=self.name,
+                file=path,
+                pos=self._write_pos,
+                size=size,
+                extra=extra,
+            )
+        else:
+            _log.error(
+                "DISKQUEUE({name}) {file} is shorter than its metadata says "
+                "({size} < {pos}); writing on in a new file",
+                name=self.name,
+                file=path,
+                size=size,
+                pos=self._write_pos,
+            )
+        self._write_file += 1
+        self._write_pos = 0
+
+    def _load_saved(self, state: QueueState) -> None:
+        """Take the deferred file, if it still matches the queue."""
+        path = self._path(deferred_file_name(self.name))
+        try:
+            with open(path, "rb") as saved:
+                data = saved.read()
+        except FileNotFoundError:
+            return
+        except OSError as error:
+            _log.error(
+                "DISKQUEUE({name}) cannot read {file} - {error}",
+                name=self.name,
+                file=path,
+                error=error,
+            )
+            return
+        try:
+            deferred_state, items = decode_deferred(data)
+        except DiskFormatError as error:
+            _log.error(
+                "DISKQUEUE({name}) {file} is corrupt - {error}; its messages are "
+                "delivered without their delay",
+                name=self.name,
+                file=path,
+                error=error,
+            )
+            self._quarantine(path)
+            return
+        if deferred_state.queue != self.state() or state != self.state():
+            _log.warn(
+                "DISKQUEUE({name}) the queue changed since {file} was written; "
+                "its messages are delivered without their delay",
+                name=self.name,
+                file=path,
+            )
+            self._remove(deferred_file_name(self.name))
+            return
+        self._saved = (deferred_state, items)
+
+    def _count_records(self, filename: str, start: int) -> int:
+        """How many whole, plausible records a segment holds from ``start``."""
+        count = 0
+        try:
+            with open(self._path(filename), "rb") as segment:
+                segment.seek(start)
+                buffer = b""
+                offset = 0
+                header = RECORD_HEADER.size
+                while True:
+                    if len(buffer) - offset < header:
+                        buffer = buffer[offset:] + segment.read(READ_CHUNK)
+                        offset = 0
+                        if len(buffer) < header:
+                            return count
+                    (length,) = RECORD_HEADER.unpack_from(buffer, offset)
+                    if length < MIN_MESSAGE_SIZE or length > self._max_msg_size:
+                        return count
+                    end = offset + header + length
+                    while len(buffer) < end:
+                        more = segment.read(max(READ_CHUNK, end - len(buffer)))
+                        if not more:
+                            return count
+                        buffer += more
+                    offset = end
+                    count += 1
+        except OSError:
+            return count
+
+    # -- writing -----------------------------------------------------------
+
+    def _append(self, data: bytes) -> None:
+        """Add one record to the pending writes."""
+        total = RECORD_HEADER.size + len(data)
+        if self._write_pos and self._write_pos + total > self._max_bytes_per_file:
+            self._roll()
+            if self.error is not None:
+                self._overflow.append(data)
+                return
+        pending = self._pending
+        pending += RECORD_HEADER.pack(len(data))
+        pending += data
+        self._write_pos += total
+        self._depth += 1
+        self._unsynced += 1
+        if len(pending) >= FLUSH_BYTES:
+            self._flush()
+        elif self._flush_call is None and not self._closed:
+            self._flush_call = self._clock.callLater(0, self._end_of_turn)
+
+    def _roll(self) -> None:
+        """Start the next segment (after writing and syncing this one)."""
+        if not self._flush():
+            return
+        self._fsync_write_file()
+        self._close_write_file()
+        self._write_file += 1
+        self._write_pos = 0
+        self._flushed_pos = 0
+        # go-diskqueue syncs whenever it changes files.
+        self._schedule_sync()
+
+    def _flush(self) -> bool:
+        """Write the pending records; ``False`` if that failed."""
+        pending = self._pending
+        if not pending:
+            return True
+        start = self._flushed_pos
+        try:
+            fd = self._write_fd
+            if fd is None:
+                fd = os.open(
+                    self._path(segment_file_name(self.name, self._write_file)),
+                    os.O_WRONLY | os.O_CREAT,
+                    0o600,
+                )
+                self._write_fd = fd
+                os.lseek(fd, start, os.SEEK_SET)
+            write = self.os_write
+            with memoryview(pending) as view:
+                written = write(fd, view)
+                while written < len(view):
+                    written += write(fd, view[written:])
+        except OSError as error:
+            self._write_failed(error, start)
+            return False
+        self._pending = bytearray()
+        self._flushed_pos = self._write_pos
+        return True
+
+    def _write_failed(self, error: OSError, start: int) -> None:
+        """
+        Writing the pending records failed: keep them in memory, cut the
+        segment back to what was whole, continue in a new segment later.
+        """
+        messages = _records(self._pending)
+        self._pending = bytearray()
+        self._depth -= len(messages)
+        self._overflow.extendleft(reversed(messages))
+        fd = self._write_fd
+        if fd is not None:
+            try:
+                os.ftruncate(fd, start)
+            except OSError:
+                pass
+        self._close_write_file()
+        if start:
+            self._write_file += 1
+        self._write_pos = 0
+        self._flushed_pos = 0
+        if self.error is None:
+            _log.error(
+                "DISKQUEUE({name}) failed to write - {error}",
+                name=self.name,
+                error=error,
+            )
+        self.error = "failed to write to diskqueue %s - %s" % (self.name, error)
+        if self._retry_call is None and not self._closed:
+            self._retry_call = self._clock.callLater(RETRY_DELAY, self._retry)
+
+    def _retry(self) -> None:
+        """Try to write the messages held since a failed write."""
+        self._retry_call = None
+        held = list(self._overflow)
+        self._overflow.clear()
+        self.error = None
+        for index, data in enumerate(held):
+            self._append(data)
+            if self.error is not None:
+                self._overflow.extend(held[index + 1 :])
+                return
+        if self._flush():
+            self._recovered()
+            self._sync()
+
+    def _recovered(self) -> None:
+        self.error = None
+        if self._retry_call is not None:
+            self._retry_call.cancel()
+            self._retry_call = None
+        _log.info("DISKQUEUE({name}): writing works again", name=self.name)
+
+    def _end_of_turn(self) -> None:
+        """Write what this reactor turn put; sync if it is time to."""
+        self._flush_call = None
+        if not self._flush():
+            return
+        if self._need_sync:
+            self._sync()
+        elif self._unsynced:
+            if 0 < self._sync_every <= self._unsynced:
+                self._sync()
+            elif self._sync_call is None:
+                self._sync_call = self._clock.callLater(self._sync_timeout, self._on_sync_timer)
+
+    def _schedule_sync(self) -> None:
+        """Sync at the end of this turn."""
+        self._need_sync = True
+        if self._flush_call is None and not self._closed:
+            self._flush_call = self._clock.callLater(0, self._end_of_turn)
+
+    def _on_sync_timer(self) -> None:
+        self._sync_call = None
+        if self._unsynced:
+            self._sync()
+
+    def _sync(self) -> None:
+        """Write pending records, fsync the segment, persist the meta file."""
+        if self._sync_call is not None:
+            self._sync_call.cancel()
+            self._sync_call = None
+        if not self._flush():
+            return
+        self._fsync_write_file()
+        try:
+            write_file_atomically(self._path(meta_file_name(self.name)), encode_meta(self.state()))
+        except OSError as error:
+            _log.error(
+                "DISKQUEUE({name}) failed to sync - {error}",
+                name=self.name,
+                error=error,
+            )
+            return
+        self._unsynced = 0
+        self._need_sync = False
+
+    def _fsync_write_file(self) -> None:
+        fd = self._write_fd
+        if fd is not None:
+            try:
+                os.fsync(fd)
+            except OSError as error:
+                _log.error(
+                    "DISKQUEUE({name}) failed to sync - {error}",
+                    name=self.name,
+                    error=error,
+                )
+
+    def _write_deferred(self, items: List[Tuple[int, bytes]], copies_at: Tuple[int, int]) -> None:
+        state = DeferredState(self.state(), copies_at[0], copies_at[1], len(items))
+        path = self._path(deferred_file_name(self.name))
+        try:
+            write_file_atomically(path, encode_deferred(state, items))
+        except OSError as error:
+            _log.error(
+                "DISKQUEUE({name}) failed to write {file} - {error}; deferred "
+                "messages will be delivered without their delay",
+                name=self.name,
+                file=path,
+                error=error,
+            )
+
+    # -- reading -----------------------------------------------------------
+
+    def _unread_positions(self) -> bool:
+        return self._read_file != self._write_file or self._read_pos != self._write_pos
+
+    def _read_disk(self) -> Optional[bytes]:
+        """The next record from the segments, or ``None`` at the end."""
+        header = RECORD_HEADER.size
+        while True:
+            number = self._read_file
+            pos = self._read_pos
+            if number >= self._write_file:
+                if number > self._write_file or pos >= self._write_pos:
+                    self._at_tail()
+                    return None
+                if pos >= self._flushed_pos:
+                    data = self._read_pending(pos - self._flushed_pos)
+                    if data is None:
+                        continue
+                    return data
+                end = self._flushed_pos
+            else:
+                end = -1
+            if self._read_fd_file != number and not self._open_read_file():
+                continue
+            if end < 0:
+                end = self._complete_file_end()
+            if pos >= end:
+                self._next_read_file()
+                continue
+            offset = self._buffered(pos, header)
+            if offset < 0:
+                self._bad_file("truncated record header at %d" % (pos,))
+                continue
+            (length,) = RECORD_HEADER.unpack_from(self._rbuf, offset)
+            if length < MIN_MESSAGE_SIZE or length > self._max_msg_size:
+                self._bad_file("invalid message read size (%d)" % (length,))
+                continue
+            total = header + length
+            if pos + total > end:
+                self._bad_file("truncated record at %d" % (pos,))
+                continue
+            offset = self._buffered(pos, total)
+            if offset < 0:
+                self._bad_file("truncated record at %d" % (pos,))
+                continue
+            data = self._rbuf[offset + header : offset + total]
+            self._consumed(pos + total)
+            if number < self._write_file and self._read_pos >= end:
+                self._next_read_file()
+            if self._copies and (number, pos) >= self._copies_at:
+                self._copies -= 1
+                continue
+            return data
+
+    def _read_pending(self, offset: int) -> Optional[bytes]:
+        """A record still in the write buffer (a consumer caught up)."""
+        pending = self._pending
+        header = RECORD_HEADER.size
+        (length,) = RECORD_HEADER.unpack_from(pending, offset)
+        data = bytes(pending[offset + header : offset + header + length])
+        number, pos = self._read_file, self._read_pos
+        self._consumed(pos + header + length)
+        if self._copies and (number, pos) >= self._copies_at:
+            self._copies -= 1
+            return None
+        return data
+
+    def _consumed(self, new_pos: int) -> None:
+        self._read_pos = new_pos
+        self._depth -= 1
+        self._unsynced += 1
+        if self._flush_call is None and not self._closed:
+            if 0 < self._sync_every <= self._unsynced:
+                self._flush_call = self._clock.callLater(0, self._end_of_turn)
+            elif self._sync_call is None:
+                self._sync_call = self._clock.callLater(self._sync_timeout, self._on_sync_timer)
+
+    def _buffered(self, pos: int, size: int) -> int:
+        """
+        The offset in the read buffer of ``size`` bytes of the read segment
+        at ``pos``, reading more if need be; -1 if the segment ends first.
+        """
+        offset = pos - self._rbuf_pos
+        if offset < 0 or offset + size > len(self._rbuf):
+            assert self._read_fd is not None
+            try:
+                self._rbuf = os.pread(self._read_fd, max(size, READ_CHUNK), pos)
+            except OSError:
+                self._rbuf = b""
+            self._rbuf_pos = pos
+            offset = 0
+            if len(self._rbuf) < size:
+                return -1
+        return offset
+
+    def _open_read_file(self) -> bool:
+        """Open the segment to read; a missing one is skipped (``False``)."""
+        self._close_read_file()
+        number = self._read_file
+        path = self._path(segment_file_name(self.name, number))
+        try:
+            self._read_fd = os.open(path, os.O_RDONLY)
+        except OSError as error:
+            _log.error(
+                "DISKQUEUE({name}) unable to open {file} - {error}; skipping it",
+                name=self.name,
+                file=path,
+                error=error,
+            )
+            self._skip_read_file()
+            return False
+        self._read_fd_file = number
+        return True
+
+    def _complete_file_end(self) -> int:
+        """The size of the segment being read, now that it is complete."""
+        end = self._read_end
+        if end is None:
+            assert self._read_fd is not None
+            end = self._read_end = os.fstat(self._read_fd).st_size
+        return end
+
+    def _next_read_file(self) -> None:
+        """The segment is read: delete it and go on to the next."""
+        self._close_read_file()
+        self._remove(segment_file_name(self.name, self._read_file))
+        self._read_file += 1
+        self._read_pos = 0
+        self._schedule_sync()
+
+    def _skip_read_file(self) -> None:
+        """Go on to the next segment without reading this one to its end."""
+        if self._read_file == self._write_file:
+            # The bad segment is also the one written to: write on in a
+            # new one, moving any pending records there.
+            held = _records(self._pending)
+            self._pending = bytearray()
+            self._depth -= len(held)
+            self._close_write_file()
+            self._write_file += 1
+            self._write_pos = 0
+            self._flushed_pos = 0
+            for data in held:
+                self._append(data)
+        self._close_read_file()
+        self._read_file += 1
+        self._read_pos = 0
+        self._schedule_sync()
+        if not self._unread_positions():
+            self._at_tail()
+
+    def _bad_file(self, reason: str) -> None:
+        """A segment cannot be read on: set it aside as ``.bad``."""
+        path = self._path(segment_file_name(self.name, self._read_file))
+        _log.warn(
+            "DISKQUEUE({name}) {reason} in {file}; jump to next file and "
+            "saving bad file as {file}.bad",
+            name=self.name,
+            reason=reason,
+            file=path,
+        )
+        self._close_read_file()
+        try:
+            os.rename(path, path + ".bad")
+        except OSError as error:
+            _log.error(
+                "DISKQUEUE({name}) failed to rename bad diskqueue file {file} - {error}",
+                name=self.name,
+                file=path,
+                error=error,
+            )
+        self._skip_read_file()
+
+    def _at_tail(self) -> None:
+        """Everything was read: whatever the counts say, the queue is empty."""
+        if self._depth:
+            _log.error(
+                "DISKQUEUE({name}) {kind} depth at tail ({depth}), resetting 0...",
+                name=self.name,
+                kind="negative" if self._depth < 0 else "positive",
+                depth=self._depth,
+            )
+            self._depth = 0
+        self._copies = 0
+        if self._read_file > self._write_file:
+            self._write_file = self._read_file
+            self._write_pos = 0
+            self._flushed_pos = 0
+
+    # -- files -------------------------------------------------------------
+
+    def _drop_disk_part(self) -> None:
+        """Remove every segment and start over after the last one."""
+        self._close_files()
+        self._pending = bytearray()
+        for number in self._segment_numbers():
+            self._remove(segment_file_name(self.name, number))
+        self._write_file += 1
+        self._write_pos = 0
+        self._flushed_pos = 0
+        self._read_file = self._write_file
+        self._read_pos = 0
+        self._depth = 0
+        self._copies = 0
+
+    def _segment_numbers(self) -> List[int]:
+        """The numbers of this queue's segment files, sorted."""
+        try:
+            names = os.listdir(self._directory or ".")
+        except OSError:
+            return []
+        numbers = []
+        for filename in names:
+            parsed = parse_segment_file_name(filename)
+            if parsed is not None and parsed[0] == self.name:
+                numbers.append(parsed[1])
+        numbers.sort()
+        return numbers
+
+    def _quarantine(self, path: str) -> None:
+        """Set an unreadable file aside as ``.bad`` (never delete it)."""
+        try:
+            os.rename(path, path + ".bad")
+        except OSError:
+            pass
+
+    def _remove(self, filename: str) -> None:
+        try:
+            os.unlink(self._path(filename))
+        except FileNotFoundError:
+            pass
+        except OSError as error:
+            _log.error(
+                "DISKQUEUE({name}) failed to remove {file} - {error}",
+                name=self.name,
+                file=filename,
+                error=error,
+            )
+
+    def _close_read_file(self) -> None:
+        fd = self._read_fd
+        if fd is not None:
+            self._read_fd = None
+            os.close(fd)
+        self._read_fd_file = -1
+        self._read_end = None
+        self._rbuf = b""
+        self._rbuf_pos = 0
+
+    def _close_write_file(self) -> None:
+        fd = self._write_fd
+        if fd is not None:
+            self._write_fd = None
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+    def _close_files(self) -> None:
+        self._close_read_file()
+        self._close_write_file()
+
+    def _cancel_timers(self) -> None:
+        for attribute in ("_flush_call", "_sync_call", "_retry_call"):
+            call = getattr(self, attribute)
+            if call is not None:
+                if call.active():
+                    call.cancel()
+                setattr(self, attribute, None)
+
+
+def _records(buffer: bytearray) -> List[bytes]:
+    """The messages of a run of whole records."""
+    messages = []
+    offset = 0
+    header = RECORD_HEADER.size
+    end = len(buffer)
+    while offset < end:
+        (length,) = RECORD_HEADER.unpack_from(buffer, offset)
+        offset += header
+        messages.append(bytes(buffer[offset : offset + length]))
+        offset += length
+    return messages
+
+
+@implementer(IPlugin, IStorageBackend)
+class DiskStorage:
+    """The ``disk`` backend: memory fronts spilling to go-diskqueue files."""
+
+    name = "disk"
+    description = (
+        "up to --mem-queue-size messages in memory, the rest in go-diskqueue "
+        "files in --data-path; everything kept across a clean restart"
+    )
+    durable = True
+
+    def open_queue(self, name: str, options: Any, clock: Any) -> DiskQueue:
+        """Open the queue's files in ``options.data_path`` (the current
+        directory when empty, as Go nsqd)."""
+        return DiskQueue(
+            name,
+            options.data_path or os.getcwd(),
+            clock,
+            mem_limit=int(options.mem_queue_size),
+            max_bytes_per_file=int(options.max_bytes_per_file),
+            max_msg_size=int(options.max_msg_size) + MIN_MESSAGE_SIZE,
+            sync_every=int(options.sync_every),
+            sync_timeout=float(options.sync_timeout),
+        )

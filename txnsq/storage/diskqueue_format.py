@@ -1,0 +1,211 @@
+# -*- test-case-name: tests.test_storage_disk -*-
+"""
+go-diskqueue's on-disk format, as pure functions (no IO).
+
+A queue called ``NAME`` (a topic ``t``, or a channel ``t:c``) lives in its
+data directory as:
+
+- ``NAME.diskqueue.000000.dat``, ``...000001.dat``: segment files, each a
+  run of records ``<4-byte big-endian length><message>``; a writer starts a
+  new segment when the next record would take the current one past
+  ``--max-bytes-per-file`` (go-diskqueue v1.1, used by nsqd 1.2.1 and
+  later).  A reader reads a segment that is no longer written to up to its
+  size, so segments rolled the older way (after crossing the limit) read
+  the same.
+- ``NAME.diskqueue.meta.dat``: the queue's state as text,
+  ``"%d\\n%d,%d\\n%d,%d\\n" % (depth, read_file, read_pos, write_file,
+  write_pos)``, replaced atomically.
+
+txnsq adds one file Go nsqd never opens: ``NAME.diskqueue.deferred.dat``,
+written at a clean shutdown, holding the channel's deferred messages with
+their due times (see :func:`encode_deferred`).  The same messages are also
+written to the segments as plain records, so Go nsqd reading the directory
+delivers them (at once, as Go always does after a restart).
+"""
+
+from __future__ import annotations
+
+import re
+import struct
+from typing import List, NamedTuple, Tuple
+
+__all__ = [
+    "DEFERRED_SUFFIX",
+    "DeferredState",
+    "DiskFormatError",
+    "META_SUFFIX",
+    "MIN_MESSAGE_SIZE",
+    "QueueState",
+    "RECORD_HEADER",
+    "decode_deferred",
+    "decode_meta",
+    "deferred_file_name",
+    "encode_deferred",
+    "encode_meta",
+    "meta_file_name",
+    "parse_segment_file_name",
+    "segment_file_name",
+]
+
+#: The smallest encoded message: timestamp, attempts and ID with no body
+#: (Go nsqd's ``minValidMsgLength``, the diskqueue's ``minMsgSize``).
+MIN_MESSAGE_SIZE = 8 + 2 + 16
+
+#: The length prefix of every record.
+RECORD_HEADER = struct.Struct(">I")
+
+META_SUFFIX = ".diskqueue.meta.dat"
+DEFERRED_SUFFIX = ".diskqueue.deferred.dat"
+
+_SEGMENT = re.compile(r"^(.+)\.diskqueue\.([0-9]{6,})\.dat$")
+_META = re.compile(rb"^(-?[0-9]+)\n([0-9]+),([0-9]+)\n([0-9]+),([0-9]+)\n?$")
+
+_DEFERRED_MAGIC = b"txnsq-deferred 1\n"
+_DEFERRED_HEADER = struct.Struct(">qqqqqqqq")
+_DEFERRED_ITEM = struct.Struct(">qI")
+
+
+class DiskFormatError(ValueError):
+    """A file does not have the format it should; ``str()`` says why."""
+
+
+class QueueState(NamedTuple):
+    """The contents of a meta file: where reading and writing are."""
+
+    depth: int
+    read_file: int
+    read_pos: int
+    write_file: int
+    write_pos: int
+
+
+class DeferredState(NamedTuple):
+    """
+    What a deferred file records besides its messages.
+
+    :ivar queue: the queue's state right after the deferred messages were
+        written; the file only applies while the queue is still exactly
+        there (no one read or wrote the queue since).
+    :ivar copies_file: the segment holding the first plain copy of the
+        deferred messages.
+    :ivar copies_pos: where in it that copy starts.
+    :ivar copies: how many consecutive records, from there, are copies.
+    """
+
+    queue: QueueState
+    copies_file: int
+    copies_pos: int
+    copies: int
+
+
+def segment_file_name(name: str, number: int) -> str:
+    """``NAME.diskqueue.000042.dat``: the file name of a segment."""
+    return "%s.diskqueue.%06d.dat" % (name, number)
+
+
+def parse_segment_file_name(filename: str) -> "Tuple[str, int] | None":
+    """``(queue name, segment number)`` of a segment file name, else ``None``."""
+    match = _SEGMENT.match(filename)
+    if match is None:
+        return None
+    return match.group(1), int(match.group(2))
+
+
+def meta_file_name(name: str) -> str:
+    """``NAME.diskqueue.meta.dat``: the file name of a queue's state."""
+    return name + META_SUFFIX
+
+
+def deferred_file_name(name: str) -> str:
+    """``NAME.diskqueue.deferred.dat``: txnsq's deferred messages of a queue."""
+    return name + DEFERRED_SUFFIX
+
+
+def encode_meta(state: QueueState) -> bytes:
+    """A meta file's bytes, exactly as go-diskqueue writes them."""
+    return b"%d\n%d,%d\n%d,%d\n" % (
+        state.depth,
+        state.read_file,
+        state.read_pos,
+        state.write_file,
+        state.write_pos,
+    )
+
+
+def decode_meta(data: bytes) -> QueueState:
+    """
+    Parse a meta file.
+
+    :raises DiskFormatError: it is not five numbers in go-diskqueue's
+        layout, or the read position is past the write position.
+    """
+    match = _META.match(data)
+    if match is None:
+        raise DiskFormatError("not a diskqueue meta file: %r" % (data[:64],))
+    state = QueueState(*(int(group) for group in match.groups()))
+    if (state.read_file, state.read_pos) > (state.write_file, state.write_pos):
+        raise DiskFormatError(
+            "read position %d,%d is past write position %d,%d"
+            % (state.read_file, state.read_pos, state.write_file, state.write_pos)
+        )
+    return state
+
+
+def encode_deferred(state: DeferredState, items: List[Tuple[int, bytes]]) -> bytes:
+    """
+    A deferred file's bytes: a magic line, the state as eight big-endian
+    int64s, then per message its ``when`` (int64), length (uint32) and
+    bytes.
+    """
+    queue = state.queue
+    parts = [
+        _DEFERRED_MAGIC,
+        _DEFERRED_HEADER.pack(
+            queue.depth,
+            queue.read_file,
+            queue.read_pos,
+            queue.write_file,
+            queue.write_pos,
+            state.copies_file,
+            state.copies_pos,
+            state.copies,
+        ),
+    ]
+    for when, data in items:
+        parts.append(_DEFERRED_ITEM.pack(when, len(data)))
+        parts.append(data)
+    return b"".join(parts)
+
+
+def decode_deferred(data: bytes) -> Tuple[DeferredState, List[Tuple[int, bytes]]]:
+    """
+    Parse a deferred file.
+
+    :raises DiskFormatError: a wrong magic line, a truncated file, or a
+        message count that does not match the copies it describes.
+    """
+    if not data.startswith(_DEFERRED_MAGIC):
+        raise DiskFormatError("not a txnsq deferred file")
+    offset = len(_DEFERRED_MAGIC)
+    if len(data) < offset + _DEFERRED_HEADER.size:
+        raise DiskFormatError("truncated deferred file header")
+    fields = _DEFERRED_HEADER.unpack_from(data, offset)
+    offset += _DEFERRED_HEADER.size
+    state = DeferredState(QueueState(*fields[:5]), fields[5], fields[6], fields[7])
+    items: List[Tuple[int, bytes]] = []
+    item_size = _DEFERRED_ITEM.size
+    end = len(data)
+    while offset < end:
+        if offset + item_size > end:
+            raise DiskFormatError("truncated deferred message header")
+        when, length = _DEFERRED_ITEM.unpack_from(data, offset)
+        offset += item_size
+        if offset + length > end:
+            raise DiskFormatError("truncated deferred message")
+        items.append((when, data[offset : offset + length]))
+        offset += length
+    if len(items) != state.copies:
+        raise DiskFormatError(
+            "%d deferred messages for %d copies" % (len(items), state.copies)
+        )
+    return state, items
