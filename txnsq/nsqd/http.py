@@ -51,8 +51,15 @@ class NSQDHTTPAPI:
 
     @app.route("/ping", methods=["GET"])
     def ping(self, request: IRequest) -> bytes:
-        """Answer ``OK`` while the broker is healthy."""
+        """
+        Answer ``OK`` while the broker is healthy; else 500 with Go's
+        ``NOK - <reason>`` (a queue failing to write, say).
+        """
         request.setHeader(b"Content-Type", _TEXT_CONTENT_TYPE)
+        error = self.broker.storage_error()
+        if error is not None:
+            request.setResponseCode(500)
+            return ("NOK - %s" % (error,)).encode("utf-8")
         return b"OK"
 
     @app.route("/info", methods=["GET"])

@@ -23,6 +23,7 @@ from txnsq import __version__
 from txnsq.nsqd.broker import Broker
 from txnsq.nsqd.http import NSQDHTTPAPI
 from txnsq.nsqd.listener import ListeningService
+from txnsq.nsqd.metadata import DataPathError, DataPathLock, MetadataError, MetadataStore
 from txnsq.nsqd.options import NSQDOptions, listen_endpoint_description
 from txnsq.nsqd.tcp import NSQDFactory, ServerFeatures
 from txnsq.storage.plugins import get_storage_backend
@@ -61,6 +62,9 @@ class NSQDService(MultiService):
         self.start_time = clock.seconds()
         storage = get_storage_backend(options.storage)
         self.broker = Broker(options, clock, storage)
+        self._durable = bool(getattr(storage, "durable", False))
+        self._lock: Optional[DataPathLock] = None
+        self.metadata: Optional[MetadataStore] = None
         self.tcp_factory = NSQDFactory(self.broker, clock, ServerFeatures())
         self.http_api = NSQDHTTPAPI(self.broker, self.start_time, self.bound_ports)
         self.tcp_listener = ListeningService(
@@ -80,10 +84,36 @@ class NSQDService(MultiService):
         self.tcp_listener.setServiceParent(self)
         self.http_listener.setServiceParent(self)
 
+    def open_data(self) -> None:
+        """
+        With a durable storage backend: lock ``--data-path`` and recreate
+        the topics and channels of its ``nsqd.dat`` (and their queued
+        messages).  :meth:`startService` does it if it was not done; call
+        it first to fail early.  Idempotent.
+
+        :raises DataPathError: the data path is locked by another nsqd
+            (Go's ``--data-path=... in use``), is missing, or its metadata
+            cannot be read or written.
+        """
+        if not self._durable or self._lock is not None:
+            return
+        lock = DataPathLock(self.options.data_path)
+        lock.acquire()
+        try:
+            store = MetadataStore(self.broker, self.options.data_path, self.reactor)
+            store.load()
+            store.persist()
+        except (MetadataError, OSError) as error:
+            lock.release()
+            raise DataPathError(str(error))
+        self._lock = lock
+        self.metadata = store
+
     def startService(self) -> None:
-        """Log what starts, then start listening."""
+        """Log what starts, open the data path, then start listening."""
         self._log.info("{version}", version=version_string("nsqd"))
         self._log.info("ID: {node_id}", node_id=self.options.node_id)
+        self.open_data()
         MultiService.startService(self)
 
     def bound_ports(self) -> Dict[str, int]:
@@ -118,6 +148,12 @@ class NSQDService(MultiService):
         def close(result: object) -> object:
             self.tcp_factory.close_all()
             self.broker.close()
+            if self.metadata is not None:
+                self.metadata.close()
+                self.metadata = None
+            if self._lock is not None:
+                self._lock.release()
+                self._lock = None
             return result
 
         stopped.addBoth(close)
@@ -145,6 +181,11 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
 
     start_console_logging("nsqd", options.log_level, options.log_prefix)
     service = NSQDService(options, reactor)
+    try:
+        service.open_data()
+    except DataPathError as error:
+        service._log.critical("failed to instantiate nsqd - {error}", error=error)
+        sys.exit(1)
     outcome = {"code": 0}
 
     def listen_failed(failure: Any) -> None:

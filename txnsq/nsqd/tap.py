@@ -99,4 +99,11 @@ def makeService(options: Options) -> "NSQDService":
     if options.nsqd_options.version:
         sys.stdout.write(version_string("nsqd") + "\n")
         raise SystemExit(0)
-    return NSQDService(options.nsqd_options)
+    from txnsq.nsqd.metadata import DataPathError
+
+    service = NSQDService(options.nsqd_options)
+    try:
+        service.open_data()
+    except DataPathError as error:
+        raise SystemExit("nsqd: failed to instantiate nsqd - %s" % (error,))
+    return service
