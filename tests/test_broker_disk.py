@@ -1,0 +1,193 @@
+"""
+The broker core on the ``disk`` backend: what a clean shutdown keeps (queued,
+in-flight and deferred messages, deferral included), what a failing disk
+does to publishing, and the batched handover of a large topic backlog.
+
+Brokers run on a ``Clock``; a "restart" closes one broker and opens a new
+one on the same data directory.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+from typing import Any, Dict, List
+
+from twisted.internet.task import Clock
+from twisted.trial.unittest import SynchronousTestCase
+
+from tests.core_fakes import START, FakeConsumer, make_broker
+from txnsq.nsqd.broker import Broker
+from txnsq.nsqd.topic import HANDOVER_BATCH, PublishError
+from txnsq.storage.disk import DiskStorage
+
+
+class DiskBrokerTests(SynchronousTestCase):
+    """A broker on disk storage, closed and reopened."""
+
+    def setUp(self) -> None:
+        self.directory = self.mktemp()
+        os.makedirs(self.directory)
+        self.clock = Clock()
+        self.clock.advance(START)
+        self.brokers: List[Broker] = []
+        self.broker = self.open()
+
+    def open(self, **overrides: Any) -> Broker:
+        values: Dict[str, Any] = dict(data_path=self.directory, mem_queue_size=10)
+        values.update(overrides)
+        broker = make_broker(
+            self.clock,
+            DiskStorage(),
+            max_bytes_per_file=4096,
+            sync_every=2500,
+            sync_timeout=2.0,
+            **values,
+        )
+        self.brokers.append(broker)
+        self.addCleanup(broker.close)
+        return broker
+
+    def restart(self, downtime: float = 0.0, **overrides: Any) -> Broker:
+        """Close the broker, let ``downtime`` pass, open a new one."""
+        self.broker.close()
+        self.clock.advance(downtime)
+        self.broker = self.open(**overrides)
+        return self.broker
+
+    def subscribe(self, broker: Broker, ready: int = 1000) -> FakeConsumer:
+        # Messages stay in flight for the whole test: no timeouts.
+        consumer = FakeConsumer(ready_count=ready, msg_timeout=1e6)
+        broker.get_topic("t").get_channel("c").add_consumer(consumer)
+        return consumer
+
+    def test_queued_messages_kept(self) -> None:
+        """Messages queued in memory and on disk all come back after a restart."""
+        channel = self.broker.get_topic("t").get_channel("c")
+        bodies = [b"message %03d" % (i,) for i in range(100)]
+        for body in bodies:
+            self.broker.get_topic("t").publish(body)
+        self.assertEqual(channel.depth(), 100)
+        broker = self.restart()
+        broker.get_topic("t").get_channel("c")
+        self.assertEqual(broker.get_topic("t").get_channel("c").depth(), 100)
+        self.assertEqual(sorted(self.subscribe(broker).bodies()), bodies)
+
+    def test_topic_backlog_kept(self) -> None:
+        """A topic with no channel keeps what it holds across a restart."""
+        for i in range(30):
+            self.broker.get_topic("t").publish(b"held %d" % (i,))
+        broker = self.restart()
+        self.assertEqual(broker.get_topic("t").depth(), 30)
+        self.assertEqual(len(self.subscribe(broker).bodies()), 30)
+
+    def test_in_flight_redelivered_with_attempts(self) -> None:
+        """An in-flight message is delivered again after a restart, attempts counted on."""
+        consumer = self.subscribe(self.broker, ready=1)
+        self.broker.get_topic("t").publish(b"one")
+        (first,) = consumer.take()
+        self.assertEqual(first.attempts, 1)
+        broker = self.restart()
+        (again,) = self.subscribe(broker).take()
+        self.assertEqual((again.id, again.attempts, again.body), (first.id, 2, b"one"))
+
+    def test_deferred_keeps_remaining_delay(self) -> None:
+        """A deferred message is due at the same time after a restart."""
+        topic = self.broker.get_topic("t")
+        topic.get_channel("c")
+        topic.publish_deferred(b"later", 100.0)
+        self.clock.advance(30)
+        broker = self.restart(downtime=10)
+        channel = broker.get_topic("t").get_channel("c")
+        self.assertEqual((channel.depth(), channel.deferred_count), (0, 1))
+        consumer = self.subscribe(broker)
+        self.clock.advance(59)
+        self.assertEqual(consumer.bodies(), [])
+        self.clock.advance(1)
+        self.assertEqual(consumer.bodies(), [b"later"])
+
+    def test_deferred_due_during_downtime(self) -> None:
+        """A deferred message that fell due while nsqd was down is delivered at once."""
+        topic = self.broker.get_topic("t")
+        topic.get_channel("c")
+        topic.publish_deferred(b"due", 5.0)
+        broker = self.restart(downtime=60)
+        consumer = self.subscribe(broker)
+        self.clock.advance(0)
+        self.assertEqual(consumer.bodies(), [b"due"])
+
+    def test_requeued_with_delay_kept(self) -> None:
+        """A message requeued with a delay keeps it, and its attempts, across a restart."""
+        consumer = self.subscribe(self.broker, ready=1)
+        self.broker.get_topic("t").publish(b"retry")
+        (message,) = consumer.take()
+        self.broker.get_topic("t").get_channel("c").requeue(consumer, message.id, 20.0)
+        broker = self.restart(downtime=5)
+        again = self.subscribe(broker)
+        self.clock.advance(14)
+        self.assertEqual(again.take(), [])
+        self.clock.advance(1)
+        (redelivered,) = again.take()
+        self.assertEqual((redelivered.id, redelivered.attempts), (message.id, 2))
+
+    def test_topic_deferred_backlog_kept(self) -> None:
+        """A DPUB held by a topic with no channel keeps its delay, started by the channel."""
+        self.broker.get_topic("t").publish_deferred(b"wait", 10.0)
+        broker = self.restart(downtime=100)
+        consumer = self.subscribe(broker)
+        self.clock.advance(9)
+        self.assertEqual(consumer.bodies(), [])
+        self.clock.advance(1)
+        self.assertEqual(consumer.bodies(), [b"wait"])
+
+    def test_deferred_kept_twice(self) -> None:
+        """Deferred messages survive two restarts in a row without duplicates."""
+        topic = self.broker.get_topic("t")
+        topic.get_channel("c")
+        topic.publish(b"plain")
+        topic.publish_deferred(b"later", 100.0)
+        self.restart(downtime=10)
+        broker = self.restart(downtime=10)
+        consumer = self.subscribe(broker)
+        self.assertEqual(consumer.bodies(), [b"plain"])
+        self.clock.advance(80)
+        self.assertEqual(consumer.bodies(), [b"later"])
+        self.clock.advance(1000)
+        self.assertEqual(consumer.bodies(), [])
+
+    def test_failed_write_refuses_publishes(self) -> None:
+        """While a channel's queue cannot write, publishes fail and the broker is unhealthy."""
+        broker = self.restart(mem_queue_size=0)
+        channel = broker.get_topic("t").get_channel("c")
+        queue = channel._queue
+
+        def full(fd: int, data: Any) -> int:
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+        queue.os_write = full
+        broker.get_topic("t").publish(b"kept in memory")
+        self.clock.advance(0)
+        self.assertIn("No space left on device", broker.storage_error() or "")
+        error = self.assertRaises(PublishError, broker.get_topic("t").publish, b"refused")
+        self.assertIn("No space left on device", str(error))
+        self.assertRaises(PublishError, broker.get_topic("t").publish_many, [b"a", b"b"])
+        self.assertRaises(PublishError, broker.get_topic("t").publish_deferred, b"d", 5.0)
+        queue.os_write = os.write
+        self.clock.advance(1.0)
+        self.assertIsNone(broker.storage_error())
+        broker.get_topic("t").publish(b"accepted")
+        self.assertEqual(self.subscribe(broker).bodies(), [b"kept in memory", b"accepted"])
+
+    def test_handover_in_batches(self) -> None:
+        """A large topic backlog moves to a new channel a batch per reactor turn."""
+        broker = self.restart(mem_queue_size=100)
+        topic = broker.get_topic("t")
+        total = HANDOVER_BATCH * 2 + 5
+        topic.publish_many([b"m%d" % (i,) for i in range(total)])
+        channel = topic.get_channel("c")
+        self.assertEqual((channel.depth(), topic.depth()), (HANDOVER_BATCH, total - HANDOVER_BATCH))
+        self.clock.advance(0)
+        self.clock.advance(0)
+        self.assertEqual((channel.depth(), topic.depth()), (total, 0))
+        consumer = self.subscribe(broker, ready=total)
+        self.assertEqual(consumer.bodies(), [b"m%d" % (i,) for i in range(total)])
