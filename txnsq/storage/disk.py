@@ -494,7 +494,8 @@ class DiskQueue:
         self._unsynced += 1
         if len(pending) >= FLUSH_BYTES:
             self._flush()
-        elif self._flush_call is None and not self._closed:
+        # The end of the turn writes what is left and syncs when it is time.
+        if self._flush_call is None and not self._closed:
             self._flush_call = self._clock.callLater(0, self._end_of_turn)
 
     def _roll(self) -> None:
