@@ -55,8 +55,9 @@ __all__ = ["DiskQueue", "DiskStorage", "write_file_atomically"]
 #: Pending records are written once they reach this size, even mid-turn.
 FLUSH_BYTES = 256 * 1024
 
-#: How much of a segment is read at once.
-READ_CHUNK = 256 * 1024
+#: How much of a segment is read at once (kept per queue while reading, so
+#: modest: a daemon may have thousands of spilling channels).
+READ_CHUNK = 64 * 1024
 
 #: Seconds between attempts to write again after a failed write.
 RETRY_DELAY = 1.0
@@ -674,6 +675,7 @@ class DiskQueue:
             if number >= self._write_file:
                 if number > self._write_file or pos >= self._write_pos:
                     self._at_tail()
+                    self._rbuf = b""
                     return None
                 if pos >= self._flushed_pos:
                     data = self._read_pending(pos - self._flushed_pos)
