@@ -28,11 +28,18 @@ from typing import Dict, List, Tuple
 from twisted.internet.task import Clock
 
 from txnsq.storage import disk
-from txnsq.storage.disk import DiskQueue
+from txnsq.storage.disk import DiskQueue, write_file_atomically
+from txnsq.storage.sync_worker import SyncWorker
 
 
 def run(
-    directory: str, count: int, size: int, batch: int, sync_every: int, flush_bytes: int
+    directory: str,
+    count: int,
+    size: int,
+    batch: int,
+    sync_every: int,
+    flush_bytes: int,
+    threaded: bool,
 ) -> Dict[str, float]:
     """Put then read ``count`` messages; return rates and turn times."""
     saved = disk.FLUSH_BYTES
@@ -48,6 +55,7 @@ def run(
             max_msg_size=1024 * 1024 + 26,
             sync_every=sync_every,
             sync_timeout=2.0,
+            sync_worker=SyncWorker(write_file_atomically) if threaded else None,
         )
         body = b"x" * size
         turns: List[float] = []
@@ -87,24 +95,27 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=100)
     parser.add_argument("--dir", default=None, help="where to write (default: a temp dir)")
     args = parser.parse_args()
-    policies: List[Tuple[str, int, int]] = [
-        ("batched, sync every 2500", 2500, disk.FLUSH_BYTES),
-        ("write per message, sync every 2500", 2500, 1),
-        ("batched, sync every 1", 1, disk.FLUSH_BYTES),
-        ("batched, sync on timer only", 0, disk.FLUSH_BYTES),
+    policies: List[Tuple[str, int, int, bool]] = [
+        ("batched, sync every 2500, sync thread", 2500, disk.FLUSH_BYTES, True),
+        ("batched, sync every 2500, inline", 2500, disk.FLUSH_BYTES, False),
+        ("write per message, sync every 2500", 2500, 1, False),
+        ("batched, sync every 1 (inline)", 1, disk.FLUSH_BYTES, False),
+        ("batched, sync on timer only", 0, disk.FLUSH_BYTES, False),
     ]
     print(
-        "%-36s %11s %11s %10s %10s %10s"
+        "%-40s %11s %11s %10s %10s %10s"
         % ("policy", "put msg/s", "read msg/s", "turn med", "turn p99", "turn max")
     )
-    for label, sync_every, flush_bytes in policies:
+    for label, sync_every, flush_bytes, threaded in policies:
         directory = tempfile.mkdtemp(prefix="txnsq-bench-", dir=args.dir)
         try:
-            figures = run(directory, args.count, args.size, args.batch, sync_every, flush_bytes)
+            figures = run(
+                directory, args.count, args.size, args.batch, sync_every, flush_bytes, threaded
+            )
         finally:
             shutil.rmtree(directory, ignore_errors=True)
         print(
-            "%-36s %11.0f %11.0f %8.3fms %8.3fms %8.3fms"
+            "%-40s %11.0f %11.0f %8.3fms %8.3fms %8.3fms"
             % (
                 label,
                 figures["put"],

@@ -30,6 +30,7 @@ from txnsq.storage.diskqueue_format import (
 )
 from txnsq.storage.interfaces import IDeferredStore
 from txnsq.storage.plugins import get_storage_backend
+from txnsq.storage.sync_worker import SyncWorker
 
 
 def record(data: bytes) -> bytes:
@@ -559,3 +560,78 @@ class GoLayoutTests(SynchronousTestCase):
         self.assertEqual(struct.unpack(">qH", first[:10]), (1700000000000000000, 0))
         self.assertEqual(second[8:10], b"\x00\x03")
         self.assertEqual(second[26:], b"world!")
+
+
+class SyncWorkerTests(SynchronousTestCase):
+    """Periodic syncs on the sync thread."""
+
+    def setUp(self) -> None:
+        self.clock = Clock()
+        self.directory = self.mktemp()
+        os.makedirs(self.directory)
+        self.written: List[str] = []
+
+        def write_meta(path: str, data: bytes) -> None:
+            self.written.append(path)
+            write_file_atomically(path, data)
+
+        self.worker = SyncWorker(write_meta)
+
+    def open(self, sync_every: int = 2) -> DiskQueue:
+        queue = DiskQueue(
+            "t:c",
+            self.directory,
+            self.clock,
+            mem_limit=0,
+            max_bytes_per_file=1024 * 1024,
+            max_msg_size=1024 * 1024 + 26,
+            sync_every=sync_every,
+            sync_timeout=2.0,
+            sync_worker=self.worker,
+        )
+        self.addCleanup(queue.close)
+        return queue
+
+    def meta(self) -> bytes:
+        with open(os.path.join(self.directory, "t:c.diskqueue.meta.dat"), "rb") as f:
+            return f.read()
+
+    def test_sync_on_thread(self) -> None:
+        """A periodic sync writes the meta file from the sync thread."""
+        queue = self.open()
+        queue.put(message(1))
+        queue.put(message(2))
+        self.clock.advance(0)
+        self.worker.wait(queue)
+        self.assertEqual(self.meta(), b"2\n0,0\n0,88\n")
+        self.assertEqual(len(self.written), 1)
+
+    def test_sync_every_one_inline(self) -> None:
+        """With sync_every=1 the sync is done before the turn ends."""
+        queue = self.open(sync_every=1)
+        queue.put(message(1))
+        self.clock.advance(0)
+        self.assertEqual(self.meta(), b"1\n0,0\n0,44\n")
+        self.assertEqual(self.written, [])
+
+    def test_delete_waits(self) -> None:
+        """delete() lets pending syncs finish, so no meta file comes back after it."""
+        queue = self.open()
+        queue.put(message(1))
+        queue.put(message(2))
+        self.clock.advance(0)
+        queue.delete()
+        self.assertEqual(os.listdir(self.directory), [])
+
+    def test_failure_reported(self) -> None:
+        """A failed sync on the thread is handed back to the queue."""
+
+        def broken(path: str, data: bytes) -> None:
+            raise OSError(errno.EIO, "I/O error")
+
+        worker = SyncWorker(broken)
+        owner = object()
+        worker.submit(owner, None, "meta", b"0\n0,0\n0,0\n")
+        worker.wait(owner)
+        self.assertEqual(worker.failures(owner), ["[Errno 5] I/O error"])
+        self.assertEqual(worker.failures(owner), [])

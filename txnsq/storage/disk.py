@@ -49,6 +49,7 @@ from txnsq.storage.diskqueue_format import (
     segment_file_name,
 )
 from txnsq.storage.interfaces import IBackendQueue, IDeferredStore, IStorageBackend
+from txnsq.storage.sync_worker import SyncWorker
 
 __all__ = ["DiskQueue", "DiskStorage", "write_file_atomically"]
 
@@ -110,6 +111,9 @@ class DiskQueue:
         syncs on the timer only.
     :param sync_timeout: seconds after which pending operations are synced
         (``--sync-timeout``).
+    :param sync_worker: where periodic syncs run, off the reactor thread;
+        ``None`` syncs inline.  With ``sync_every=1`` syncs are always
+        inline, so that a publish is on disk before its ``OK`` leaves.
 
     :ivar error: why writes fail right now, or ``None``.
     """
@@ -126,8 +130,10 @@ class DiskQueue:
         max_msg_size: int,
         sync_every: int,
         sync_timeout: float,
+        sync_worker: Optional[SyncWorker] = None,
     ) -> None:
         self.name = name
+        self._worker = sync_worker
         self.error: Optional[str] = None
         self._directory = directory
         self._clock = clock
@@ -270,6 +276,8 @@ class DiskQueue:
         """Drop every message and remove the queue's files for good."""
         self._closed = True
         self._cancel_timers()
+        if self._worker is not None:
+            self._worker.wait(self)
         self._front.clear()
         self._overflow.clear()
         self._to_save = []
@@ -503,7 +511,10 @@ class DiskQueue:
         """Start the next segment (after writing and syncing this one)."""
         if not self._flush():
             return
-        self._fsync_write_file()
+        if self._worker is not None and self._write_fd is not None:
+            self._worker.submit(self, self._write_fd, None, None)
+        else:
+            self._fsync_write_file()
         self._close_write_file()
         self._write_file += 1
         self._write_pos = 0
@@ -597,10 +608,10 @@ class DiskQueue:
         if not self._flush():
             return
         if self._need_sync:
-            self._sync()
+            self._sync(inline=self._sync_every == 1)
         elif self._unsynced:
             if 0 < self._sync_every <= self._unsynced:
-                self._sync()
+                self._sync(inline=self._sync_every == 1)
             elif self._sync_call is None:
                 self._sync_call = self._clock.callLater(self._sync_timeout, self._on_sync_timer)
 
@@ -613,18 +624,37 @@ class DiskQueue:
     def _on_sync_timer(self) -> None:
         self._sync_call = None
         if self._unsynced:
-            self._sync()
+            self._sync(inline=False)
 
-    def _sync(self) -> None:
-        """Write pending records, fsync the segment, persist the meta file."""
+    def _sync(self, inline: bool = True) -> None:
+        """
+        Write pending records, fsync the segment, persist the meta file:
+        now, or (``inline=False`` with a sync worker) on the worker thread.
+        """
         if self._sync_call is not None:
             self._sync_call.cancel()
             self._sync_call = None
         if not self._flush():
             return
+        worker = self._worker
+        meta_path = self._path(meta_file_name(self.name))
+        if worker is not None:
+            for failure in worker.failures(self):
+                _log.error(
+                    "DISKQUEUE({name}) failed to sync - {error}",
+                    name=self.name,
+                    error=failure,
+                )
+            if not inline:
+                worker.submit(self, self._write_fd, meta_path, encode_meta(self.state()))
+                self._unsynced = 0
+                self._need_sync = False
+                return
+            # Earlier syncs must land first: their meta files are older.
+            worker.wait(self)
         self._fsync_write_file()
         try:
-            write_file_atomically(self._path(meta_file_name(self.name)), encode_meta(self.state()))
+            write_file_atomically(meta_path, encode_meta(self.state()))
         except OSError as error:
             _log.error(
                 "DISKQUEUE({name}) failed to sync - {error}",
@@ -959,6 +989,9 @@ class DiskStorage:
     )
     durable = True
 
+    def __init__(self) -> None:
+        self._worker: Optional[SyncWorker] = None
+
     def open_queue(self, name: str, options: Any, clock: Any) -> DiskQueue:
         """Open the queue's files in ``options.data_path`` (the current
         directory when empty, as Go nsqd)."""
@@ -971,4 +1004,11 @@ class DiskStorage:
             max_msg_size=int(options.max_msg_size) + MIN_MESSAGE_SIZE,
             sync_every=int(options.sync_every),
             sync_timeout=float(options.sync_timeout),
+            sync_worker=self._sync_worker(),
         )
+
+    def _sync_worker(self) -> SyncWorker:
+        """The one thread syncing every queue of this backend."""
+        if self._worker is None:
+            self._worker = SyncWorker(write_file_atomically)
+        return self._worker
