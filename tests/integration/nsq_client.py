@@ -91,7 +91,7 @@ class NSQClient(Protocol):
 
     def connectionMade(self) -> None:
         """Send the protocol magic."""
-        self.transport.write(_MAGIC)
+        self._write(_MAGIC)
 
     def dataReceived(self, data: bytes) -> None:
         """Sort the frames: heartbeats, responses, errors, messages."""
@@ -102,7 +102,7 @@ class NSQClient(Protocol):
                     Message(msg_id, attempts, timestamp, body, self.reactor.seconds())
                 )
             elif frame_type == FRAME_TYPE_RESPONSE and payload == _HEARTBEAT:
-                self.transport.write(b"NOP\n")
+                self._write(b"NOP\n")
             else:
                 self._answer(frame_type, payload)
         self._changed()
@@ -140,15 +140,15 @@ class NSQClient(Protocol):
 
     def rdy(self, count: int) -> None:
         """``RDY``: take up to ``count`` messages in flight."""
-        self.transport.write(b"RDY %d\n" % (count,))
+        self._write(b"RDY %d\n" % (count,))
 
     def fin(self, msg_id: bytes) -> None:
         """``FIN``: finish a message."""
-        self.transport.write(b"FIN %s\n" % (msg_id,))
+        self._write(b"FIN %s\n" % (msg_id,))
 
     def req(self, msg_id: bytes, delay_ms: int = 0) -> None:
         """``REQ``: requeue a message, deferred by ``delay_ms``."""
-        self.transport.write(b"REQ %s %d\n" % (msg_id, delay_ms))
+        self._write(b"REQ %s %d\n" % (msg_id, delay_ms))
 
     def round_trip(self, timeout: float = RESPONSE_TIMEOUT) -> "Deferred[bytes]":
         """
@@ -160,7 +160,7 @@ class NSQClient(Protocol):
         """
         waiting: "Deferred[Tuple[int, bytes]]" = Deferred()
         self._responses.append(waiting)
-        self.transport.write(b"FIN %s\n" % (_UNKNOWN_ID,))
+        self._write(b"FIN %s\n" % (_UNKNOWN_ID,))
 
         def check(frame: Tuple[int, bytes]) -> bytes:
             frame_type, data = frame
@@ -214,7 +214,7 @@ class NSQClient(Protocol):
     def _command(self, data: bytes, timeout: float = RESPONSE_TIMEOUT) -> "Deferred[bytes]":
         waiting: "Deferred[Tuple[int, bytes]]" = Deferred()
         self._responses.append(waiting)
-        self.transport.write(data)
+        self._write(data)
 
         def unwrap(frame: Tuple[int, bytes]) -> bytes:
             frame_type, payload = frame
@@ -223,6 +223,11 @@ class NSQClient(Protocol):
             return payload
 
         return waiting.addTimeout(timeout, self.reactor).addCallback(unwrap)
+
+    def _write(self, data: bytes) -> None:
+        transport = self.transport
+        assert transport is not None, "not connected"
+        transport.write(data)
 
     def _answer(self, frame_type: int, payload: bytes) -> None:
         """A response or error frame: to the oldest waiting command."""

@@ -131,7 +131,7 @@ class DurabilityTests(TestCase):
     def start(self, data_path: str, *flags: str) -> Generator[Any, Any, NSQDProcess]:
         """An nsqd on ``data_path`` listening on loopback, reaped at cleanup."""
         process = NSQDProcess(
-            LOOPBACK + ["--data-path=%s" % (data_path,)] + list(flags),
+            LOOPBACK + ["--data-path=%s" % (data_path,)] + list(flags) + os.environ.get("DX", "").split(),
             cwd=os.path.dirname(data_path),
         )
         self.addCleanup(self.reaper._reap, process)

@@ -9,6 +9,7 @@ Any Twisted application can add :class:`NSQDService` to its service tree;
 
 from __future__ import annotations
 
+import os
 import platform
 import sys
 from typing import Any, Dict, List, Optional, Sequence
@@ -64,6 +65,7 @@ class NSQDService(MultiService):
         self.broker = Broker(options, clock, storage)
         self._durable = bool(getattr(storage, "durable", False))
         self._lock: Optional[DataPathLock] = None
+        self._start_logged = False
         self.metadata: Optional[MetadataStore] = None
         self.tcp_factory = NSQDFactory(self.broker, clock, ServerFeatures())
         self.http_api = NSQDHTTPAPI(self.broker, self.start_time, self.bound_ports)
@@ -95,12 +97,14 @@ class NSQDService(MultiService):
             (Go's ``--data-path=... in use``), is missing, or its metadata
             cannot be read or written.
         """
+        self._log_start()
         if not self._durable or self._lock is not None:
             return
-        lock = DataPathLock(self.options.data_path)
+        data_path = os.path.abspath(self.options.data_path or os.curdir)
+        lock = DataPathLock(data_path)
         lock.acquire()
         try:
-            store = MetadataStore(self.broker, self.options.data_path, self.reactor)
+            store = MetadataStore(self.broker, data_path, self.reactor)
             store.load()
             store.persist()
         except (MetadataError, OSError) as error:
@@ -111,10 +115,15 @@ class NSQDService(MultiService):
 
     def startService(self) -> None:
         """Log what starts, open the data path, then start listening."""
-        self._log.info("{version}", version=version_string("nsqd"))
-        self._log.info("ID: {node_id}", node_id=self.options.node_id)
         self.open_data()
         MultiService.startService(self)
+
+    def _log_start(self) -> None:
+        """Log the version and node ID, once."""
+        if not self._start_logged:
+            self._start_logged = True
+            self._log.info("{version}", version=version_string("nsqd"))
+            self._log.info("ID: {node_id}", node_id=self.options.node_id)
 
     def bound_ports(self) -> Dict[str, int]:
         """The ports actually bound, by listener label (``TCP``, ``HTTP``)."""
