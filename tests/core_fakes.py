@@ -132,6 +132,7 @@ class RecordingStorage:
 
     name = "recording"
     description = "test backend"
+    durable = False
 
     def __init__(self) -> None:
         self.queues: Dict[str, RecordingQueue] = {}
