@@ -131,7 +131,7 @@ class DurabilityTests(TestCase):
     def start(self, data_path: str, *flags: str) -> Generator[Any, Any, NSQDProcess]:
         """An nsqd on ``data_path`` listening on loopback, reaped at cleanup."""
         process = NSQDProcess(
-            LOOPBACK + ["--data-path=%s" % (data_path,)] + list(flags) + os.environ.get("DX", "").split(),
+            LOOPBACK + ["--data-path=%s" % (data_path,)] + list(flags),
             cwd=os.path.dirname(data_path),
         )
         self.addCleanup(self.reaper._reap, process)
@@ -221,8 +221,11 @@ class DurabilityTests(TestCase):
         first = yield self.start(data_path, "--mem-queue-size=100")
         yield self.create_channel(first, "t", "c")
         yield self.publish(first, "t", bodies)
+        # Records are written at the end of the reactor turn that took them,
+        # before the OK goes out: all but the first 100 are on disk already.
+        spilled = segment_records(segment_path(data_path, "t:c", 0))
+        self.assertEqual([message_body(data) for data in spilled], bodies[100:])
         yield self.stop(first)
-        # Most of them were on disk before the shutdown wrote the rest.
         self.assertEqual(read_meta(data_path, "t:c")[0], len(bodies))
 
         second = yield self.start(data_path, "--mem-queue-size=100")
@@ -353,7 +356,7 @@ class DurabilityTests(TestCase):
         """A segment with an impossible record length is renamed .bad, logged and skipped; the other segments are delivered."""
         data_path = self.make_dir()
         flags = ["--mem-queue-size=0", "--max-bytes-per-file=1024"]
-        # 80-byte records: 12 to a segment.
+        # 84-byte records: 12 to a 1024-byte segment, 5 segments.
         bodies = [(b"segmented %03d " % (number,)).ljust(54, b".") for number in range(60)]
         first = yield self.start(data_path, *flags)
         yield self.create_channel(first, "t", "c")
@@ -362,7 +365,7 @@ class DurabilityTests(TestCase):
 
         _, read_file, read_pos, write_file, _ = read_meta(data_path, "t:c")
         self.assertEqual((read_file, read_pos), (0, 0))
-        self.assertGreaterEqual(write_file, 3)
+        self.assertEqual(write_file, 4)
         first_segment = segment_path(data_path, "t:c", 0)
         in_first = [message_body(data) for data in segment_records(first_segment)]
         self.assertEqual(in_first, bodies[: len(in_first)])
@@ -377,6 +380,7 @@ class DurabilityTests(TestCase):
         self.assertFalse(os.path.exists(first_segment))
         with open(first_segment + ".bad", "rb") as bad:
             self.assertEqual(bad.read(), corrupted)
+        self.assertIn("invalid message read size (4294967295)", second.output())
         self.assertIn(first_segment + ".bad", second.output())
         yield self.assert_serves(second, "t", "c")
         yield self.stop(second)
