@@ -146,7 +146,9 @@ class DiskBrokerTests(SynchronousTestCase):
         topic.get_channel("c")
         topic.publish(b"plain")
         topic.publish_deferred(b"later", 100.0)
-        self.restart(downtime=10)
+        middle = self.restart(downtime=10)
+        # Opened and closed again without a read: no second copy.
+        self.assertEqual(middle.get_topic("t").get_channel("c").deferred_count, 1)
         broker = self.restart(downtime=10)
         consumer = self.subscribe(broker)
         self.assertEqual(consumer.bodies(), [b"plain"])

@@ -18,6 +18,7 @@ from zope.interface.verify import verifyObject
 from tests.test_storage import BackendQueueConformance, message
 from txnsq.storage.disk import DiskQueue, DiskStorage, write_file_atomically
 from txnsq.storage.diskqueue_format import (
+    CopyRun,
     DeferredState,
     DiskFormatError,
     QueueState,
@@ -103,18 +104,23 @@ class FormatTests(SynchronousTestCase):
             self.assertRaises(DiskFormatError, decode_meta, data)
 
     def test_deferred_round_trip(self) -> None:
-        """A deferred file gives back its state and messages."""
-        state = DeferredState(QueueState(2, 0, 0, 0, 90), 0, 45, 1)
-        items = [(1234567890123, message(5))]
+        """A deferred file gives back its state, runs of copies and messages."""
+        state = DeferredState(
+            QueueState(3, 0, 0, 1, 90), (CopyRun(0, 45, 2), CopyRun(1, 0, 1))
+        )
+        items = [(1234567890123, message(5)), (-7, message(6))]
         self.assertEqual(decode_deferred(encode_deferred(state, items)), (state, items))
 
     def test_deferred_truncated(self) -> None:
-        """A truncated deferred file or a wrong count is a DiskFormatError."""
-        state = DeferredState(QueueState(2, 0, 0, 0, 90), 0, 45, 1)
+        """A truncated deferred file, or more messages than copies, is a DiskFormatError."""
+        state = DeferredState(QueueState(2, 0, 0, 0, 90), (CopyRun(0, 45, 1),))
         data = encode_deferred(state, [(1, message(5))])
         self.assertRaises(DiskFormatError, decode_deferred, data[:-1])
+        self.assertRaises(DiskFormatError, decode_deferred, data[:30])
         self.assertRaises(DiskFormatError, decode_deferred, b"garbage")
-        self.assertRaises(DiskFormatError, decode_deferred, encode_deferred(state, []))
+        self.assertRaises(
+            DiskFormatError, decode_deferred, encode_deferred(state, [(1, message(5))] * 2)
+        )
 
     def test_write_file_atomically(self) -> None:
         """The file is replaced whole and no temporary file is left."""
@@ -504,6 +510,60 @@ class DiskQueueTests(SynchronousTestCase):
         again = self.open()
         self.assertEqual(again.load_deferred(), [])
         self.assertEqual(self.drain(again), [message(2)])
+
+    def test_deferred_restarted_twice(self) -> None:
+        """Deferred messages still deferred at a second shutdown get no second copy."""
+        queue = self.open(mem=10)
+        queue.put(message(1))
+        queue.save_deferred([(111, message(2)), (222, message(3))])
+        queue.close()
+        again = self.open(mem=10)
+        items = again.load_deferred()
+        again.save_deferred(items + [(333, message(4))])
+        again.close()
+        # Two copies of messages 2 and 3 would be two deliveries by Go too.
+        segment = self.read_file("t:c.diskqueue.000000.dat")
+        self.assertEqual(segment, b"".join(map(record, [message(i) for i in (1, 2, 3, 4)])))
+        third = self.open(mem=10)
+        self.assertEqual(
+            third.load_deferred(), [(111, message(2)), (222, message(3)), (333, message(4))]
+        )
+        self.assertEqual(third.depth(), 1)
+        self.assertEqual(self.drain(third), [message(1)])
+
+    def test_deferred_partly_delivered_between_restarts(self) -> None:
+        """Copies of deferred messages delivered since the last start stay skipped."""
+        queue = self.open(mem=10)
+        queue.put(message(1))
+        queue.save_deferred([(111, message(2)), (222, message(3))])
+        queue.close()
+        again = self.open(mem=10)
+        again.load_deferred()
+        self.assertEqual(again.read(), message(1))
+        # Message 2 fell due and was delivered; 3 is still deferred.
+        again.save_deferred([(222, message(3))])
+        again.close()
+        third = self.open(mem=10)
+        self.assertEqual(third.load_deferred(), [(222, message(3))])
+        self.assertEqual((third.depth(), self.drain(third)), (0, []))
+        third.put(message(5))
+        self.assertEqual(self.drain(third), [message(5)])
+
+    def test_deferred_copies_partly_read(self) -> None:
+        """Copies skipped before a restart are not skipped again (the run moves on)."""
+        queue = self.open(mem=0)
+        queue.save_deferred([(111, message(2)), (222, message(3))])
+        queue.close()
+        again = self.open(mem=0)
+        again.load_deferred()
+        again.put(message(4))
+        self.clock.advance(0)
+        self.assertEqual(again.read(), message(4))  # both copies skipped on the way
+        again.save_deferred([(111, message(2)), (222, message(3))])
+        again.close()
+        # A reader that knows nothing of deferral (Go) sees each message once.
+        plain = self.open(mem=0)
+        self.assertEqual(self.drain(plain), [message(2), message(3)])
 
     def test_no_timers_after_close(self) -> None:
         """A closed queue leaves no timer, even after a failed write."""

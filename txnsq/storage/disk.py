@@ -27,7 +27,7 @@ from __future__ import annotations
 import os
 import random
 from collections import deque
-from typing import Any, Callable, Deque, List, Optional, Tuple
+from typing import Any, Callable, Deque, Dict, List, Optional, Tuple
 
 from twisted.logger import Logger
 from twisted.plugin import IPlugin
@@ -36,6 +36,7 @@ from zope.interface import implementer
 from txnsq.storage.diskqueue_format import (
     MIN_MESSAGE_SIZE,
     RECORD_HEADER,
+    CopyRun,
     DeferredState,
     DiskFormatError,
     QueueState,
@@ -167,10 +168,12 @@ class DiskQueue:
         self._flush_call: Any = None
         self._sync_call: Any = None
         self._retry_call: Any = None
-        # Plain copies of deferred messages to skip when read: how many,
-        # from which position (set by load_deferred).
+        # Plain copies of deferred messages to skip when read (set by
+        # load_deferred): runs of [file, pos, count] in file order, their
+        # total, and the messages whose copies are among them, unread.
+        self._runs: Deque[List[int]] = deque()
         self._copies = 0
-        self._copies_at: Tuple[int, int] = (0, 0)
+        self._unread_copies: Dict[bytes, int] = {}
         self._saved: Optional[Tuple[DeferredState, List[Tuple[int, bytes]]]] = None
         self._to_save: List[Tuple[int, bytes]] = []
         self._closed = False
@@ -252,12 +255,21 @@ class DiskQueue:
         for data in held:
             self._append(data)
         deferred, self._to_save = self._to_save, []
-        copies_at = (self._write_file, self._write_pos)
-        for index, (_, data) in enumerate(deferred):
+        runs = self._unread_runs()
+        unread = self._unread_copies
+        new_run: Optional[List[int]] = None
+        for _, data in deferred:
+            if unread.get(data):
+                # Its copy from an earlier shutdown is still unread.
+                unread[data] -= 1
+                continue
             self._append(data)
-            if index == 0:
-                # The first copy may have started a new segment.
-                copies_at = (self._write_file, self._write_pos - RECORD_HEADER.size - len(data))
+            if new_run is None:
+                # Where the first copy went (it may have started a segment).
+                start = self._write_pos - RECORD_HEADER.size - len(data)
+                new_run = [self._write_file, start, 0]
+                runs.append(new_run)
+            new_run[2] += 1
         self._sync()
         lost = len(self._overflow)
         if lost:
@@ -268,7 +280,7 @@ class DiskQueue:
                 error=self.error,
             )
         elif deferred:
-            self._write_deferred(deferred, copies_at)
+            self._write_deferred(deferred, runs)
         self._close_files()
         self._cancel_timers()
 
@@ -304,8 +316,12 @@ class DiskQueue:
         if saved is None:
             return []
         state, items = saved
+        self._runs = deque([list(run) for run in state.runs])
         self._copies = state.copies
-        self._copies_at = (state.copies_file, state.copies_pos)
+        unread: Dict[bytes, int] = {}
+        for _, data in items:
+            unread[data] = unread.get(data, 0) + 1
+        self._unread_copies = unread
         self._remove(deferred_file_name(self.name))
         return items
 
@@ -677,8 +693,8 @@ class DiskQueue:
                     error=error,
                 )
 
-    def _write_deferred(self, items: List[Tuple[int, bytes]], copies_at: Tuple[int, int]) -> None:
-        state = DeferredState(self.state(), copies_at[0], copies_at[1], len(items))
+    def _write_deferred(self, items: List[Tuple[int, bytes]], runs: List[List[int]]) -> None:
+        state = DeferredState(self.state(), tuple(CopyRun(*run) for run in runs))
         path = self._path(deferred_file_name(self.name))
         try:
             write_file_atomically(path, encode_deferred(state, items))
@@ -742,8 +758,7 @@ class DiskQueue:
             self._consumed(pos + total)
             if number < self._write_file and self._read_pos >= end:
                 self._next_read_file()
-            if self._copies and (number, pos) >= self._copies_at:
-                self._copies -= 1
+            if self._copies and self._skip_copy(number, pos, data):
                 continue
             return data
 
@@ -755,10 +770,32 @@ class DiskQueue:
         data = bytes(pending[offset + header : offset + header + length])
         number, pos = self._read_file, self._read_pos
         self._consumed(pos + header + length)
-        if self._copies and (number, pos) >= self._copies_at:
-            self._copies -= 1
+        if self._copies and self._skip_copy(number, pos, data):
             return None
         return data
+
+    def _skip_copy(self, number: int, pos: int, data: bytes) -> bool:
+        """Whether the record read at ``number``/``pos`` is a deferred
+        message's copy (to be skipped: the message is deferred already)."""
+        run = self._runs[0]
+        if (number, pos) < (run[0], run[1]):
+            return False
+        run[2] -= 1
+        if not run[2]:
+            self._runs.popleft()
+        self._copies -= 1
+        unread = self._unread_copies.get(data)
+        if unread:
+            self._unread_copies[data] = unread - 1
+        return True
+
+    def _unread_runs(self) -> List[List[int]]:
+        """The runs of copies not read yet, starting where they now start."""
+        runs = [list(run) for run in self._runs]
+        if runs and (self._read_file, self._read_pos) > (runs[0][0], runs[0][1]):
+            # Some of the first run were skipped: the rest start here.
+            runs[0][0], runs[0][1] = self._read_file, self._read_pos
+        return runs
 
     def _consumed(self, new_pos: int) -> None:
         self._read_pos = new_pos
@@ -876,7 +913,7 @@ class DiskQueue:
                 depth=self._depth,
             )
             self._depth = 0
-        self._copies = 0
+        self._forget_copies()
         if self._read_file > self._write_file:
             self._write_file = self._read_file
             self._write_pos = 0
@@ -896,7 +933,12 @@ class DiskQueue:
         self._read_file = self._write_file
         self._read_pos = 0
         self._depth = 0
+        self._forget_copies()
+
+    def _forget_copies(self) -> None:
+        self._runs.clear()
         self._copies = 0
+        self._unread_copies = {}
 
     def _segment_numbers(self) -> List[int]:
         """The numbers of this queue's segment files, sorted."""

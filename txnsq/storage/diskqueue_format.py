@@ -30,6 +30,7 @@ import struct
 from typing import List, NamedTuple, Tuple
 
 __all__ = [
+    "CopyRun",
     "DEFERRED_SUFFIX",
     "DeferredState",
     "DiskFormatError",
@@ -61,7 +62,8 @@ _SEGMENT = re.compile(r"^(.+)\.diskqueue\.([0-9]{6,})\.dat$")
 _META = re.compile(rb"^(-?[0-9]+)\n([0-9]+),([0-9]+)\n([0-9]+),([0-9]+)\n?$")
 
 _DEFERRED_MAGIC = b"txnsq-deferred 1\n"
-_DEFERRED_HEADER = struct.Struct(">qqqqqqqq")
+_DEFERRED_HEADER = struct.Struct(">qqqqqq")
+_DEFERRED_RUN = struct.Struct(">qqq")
 _DEFERRED_ITEM = struct.Struct(">qI")
 
 
@@ -79,6 +81,15 @@ class QueueState(NamedTuple):
     write_pos: int
 
 
+class CopyRun(NamedTuple):
+    """``records`` consecutive records, from ``file``/``pos``, that are
+    plain copies of deferred messages."""
+
+    file: int
+    pos: int
+    records: int
+
+
 class DeferredState(NamedTuple):
     """
     What a deferred file records besides its messages.
@@ -86,16 +97,19 @@ class DeferredState(NamedTuple):
     :ivar queue: the queue's state right after the deferred messages were
         written; the file only applies while the queue is still exactly
         there (no one read or wrote the queue since).
-    :ivar copies_file: the segment holding the first plain copy of the
-        deferred messages.
-    :ivar copies_pos: where in it that copy starts.
-    :ivar copies: how many consecutive records, from there, are copies.
+    :ivar runs: where the plain copies of deferred messages are, in file
+        order: the copies written at this shutdown, and any left unread
+        from earlier ones (including copies of messages since delivered).
+        Every message of the file has a copy in one of them.
     """
 
     queue: QueueState
-    copies_file: int
-    copies_pos: int
-    copies: int
+    runs: Tuple[CopyRun, ...]
+
+    @property
+    def copies(self) -> int:
+        """How many records the runs cover."""
+        return sum(run.records for run in self.runs)
 
 
 def segment_file_name(name: str, number: int) -> str:
@@ -153,8 +167,9 @@ def decode_meta(data: bytes) -> QueueState:
 
 def encode_deferred(state: DeferredState, items: List[Tuple[int, bytes]]) -> bytes:
     """
-    A deferred file's bytes: a magic line, the state as eight big-endian
-    int64s, then per message its ``when`` (int64), length (uint32) and
+    A deferred file's bytes: a magic line; the queue state and the number
+    of runs as big-endian int64s; each run as three int64s (file, pos,
+    records); then per message its ``when`` (int64), length (uint32) and
     bytes.
     """
     queue = state.queue
@@ -166,11 +181,11 @@ def encode_deferred(state: DeferredState, items: List[Tuple[int, bytes]]) -> byt
             queue.read_pos,
             queue.write_file,
             queue.write_pos,
-            state.copies_file,
-            state.copies_pos,
-            state.copies,
+            len(state.runs),
         ),
     ]
+    for run in state.runs:
+        parts.append(_DEFERRED_RUN.pack(run.file, run.pos, run.records))
     for when, data in items:
         parts.append(_DEFERRED_ITEM.pack(when, len(data)))
         parts.append(data)
@@ -181,8 +196,8 @@ def decode_deferred(data: bytes) -> Tuple[DeferredState, List[Tuple[int, bytes]]
     """
     Parse a deferred file.
 
-    :raises DiskFormatError: a wrong magic line, a truncated file, or a
-        message count that does not match the copies it describes.
+    :raises DiskFormatError: a wrong magic line, a truncated file, or more
+        messages than the runs hold copies of.
     """
     if not data.startswith(_DEFERRED_MAGIC):
         raise DiskFormatError("not a txnsq deferred file")
@@ -191,7 +206,17 @@ def decode_deferred(data: bytes) -> Tuple[DeferredState, List[Tuple[int, bytes]]
         raise DiskFormatError("truncated deferred file header")
     fields = _DEFERRED_HEADER.unpack_from(data, offset)
     offset += _DEFERRED_HEADER.size
-    state = DeferredState(QueueState(*fields[:5]), fields[5], fields[6], fields[7])
+    run_count = fields[5]
+    if run_count < 0 or len(data) < offset + run_count * _DEFERRED_RUN.size:
+        raise DiskFormatError("truncated deferred file runs")
+    runs = []
+    for _ in range(run_count):
+        run = CopyRun(*_DEFERRED_RUN.unpack_from(data, offset))
+        if run.records <= 0 or run.pos < 0 or run.file < 0:
+            raise DiskFormatError("invalid run of copies %r" % (run,))
+        runs.append(run)
+        offset += _DEFERRED_RUN.size
+    state = DeferredState(QueueState(*fields[:5]), tuple(runs))
     items: List[Tuple[int, bytes]] = []
     item_size = _DEFERRED_ITEM.size
     end = len(data)
@@ -204,7 +229,7 @@ def decode_deferred(data: bytes) -> Tuple[DeferredState, List[Tuple[int, bytes]]
             raise DiskFormatError("truncated deferred message")
         items.append((when, data[offset : offset + length]))
         offset += length
-    if len(items) != state.copies:
+    if len(items) > state.copies:
         raise DiskFormatError(
             "%d deferred messages for %d copies" % (len(items), state.copies)
         )
