@@ -27,7 +27,7 @@ setup(
         "zope.interface>=5.0",
     ],
     extras_require={
-        "test": ["treq>=23.11", "mypy>=1.5", "mypy-zope>=1.0"],
+        "test": ["treq>=23.11", "mypy>=1.5", "mypy-zope>=1.0", "prometheus_client>=0.17"],
     },
     entry_points={
         "console_scripts": [
