@@ -34,7 +34,13 @@ from typing import (
     Tuple,
 )
 
-from txnsq.protocol.message import message_attempts, message_id, with_attempts
+from txnsq.nsqd.quantile import Quantile
+from txnsq.protocol.message import (
+    message_attempts,
+    message_id,
+    message_timestamp,
+    with_attempts,
+)
 from txnsq.protocol.names import is_ephemeral
 from txnsq.storage.interfaces import IDeferredStore
 
@@ -145,6 +151,9 @@ class Channel:
     :ivar requeue_count: REQs, plus in-flight messages requeued because
         their consumer left.
     :ivar timeout_count: in-flight messages that timed out.
+    :ivar e2e_latency: publish-to-FIN latencies over the last
+        ``--e2e-processing-latency-window-time``, or ``None`` without
+        ``--e2e-processing-latency-percentile``.
     """
 
     def __init__(self, topic: Topic, name: str) -> None:
@@ -165,6 +174,14 @@ class Channel:
         self.message_count = 0
         self.requeue_count = 0
         self.timeout_count = 0
+        percentiles = getattr(self.options, "e2e_processing_latency_percentile", None)
+        self.e2e_latency: Optional[Quantile] = None
+        if percentiles:
+            self.e2e_latency = Quantile(
+                self.clock,
+                self.options.e2e_processing_latency_window_time,
+                percentiles,
+            )
         # Consumers that may be ready, in round-robin order.  Membership is
         # a hint: readiness is checked again when a consumer comes up.
         self._ready: "OrderedDict[Any, None]" = OrderedDict()
@@ -311,6 +328,9 @@ class Channel:
             flight to another consumer.
         """
         entry = self._take(consumer, msg_id)
+        latency = self.e2e_latency
+        if latency is not None:
+            latency.insert(message_timestamp(entry.data))
         self._retire(entry)
         consumer.in_flight_count -= 1
         self._check_idle()

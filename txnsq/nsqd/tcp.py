@@ -11,8 +11,10 @@ closing) and wires the two together.
 from __future__ import annotations
 
 import struct
-from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Set
+from itertools import count as _count
+from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Set, Tuple
 
+from twisted.internet.address import IPv4Address, IPv6Address, UNIXAddress
 from twisted.internet.interfaces import IAddress, IDelayedCall, IReactorTime, ITransport
 from twisted.internet.protocol import Factory, Protocol
 from twisted.logger import Logger
@@ -52,6 +54,13 @@ STATE_INIT = 0
 STATE_SUBSCRIBED = 1
 STATE_CLOSING = 2
 STATE_CLOSED = 3
+
+# Go's numbers for these states in stats (stateInit 0, stateDisconnected 1,
+# stateSubscribed 3, stateClosing 4).
+_GO_STATES = {STATE_INIT: 0, STATE_SUBSCRIBED: 3, STATE_CLOSING: 4, STATE_CLOSED: 1}
+
+# Connection numbers, in connection order (Go's clientIDSequence).
+_connection_ids = _count(1)
 
 _MESSAGE_FRAME_HEADER = struct.Struct(">ii")
 _FRAME_TYPE_MESSAGE = 2
@@ -113,10 +122,14 @@ class NSQDProtocol(Protocol):
         self.msg_timeout: float = options.msg_timeout
         self.sample_rate = 0
         # Counters, reported in stats.
+        self.conn_id = next(_connection_ids)
         self.message_count = 0
         self.finish_count = 0
         self.requeue_count = 0
+        #: Messages published, by topic (PUB, DPUB: 1; MPUB: the batch).
+        self.pub_counts: Dict[str, int] = {}
         self.connect_time = clock.seconds()
+        self.remote_address = ""
         self.client_id = ""
         self.hostname = ""
         self.user_agent = ""
@@ -153,6 +166,9 @@ class NSQDProtocol(Protocol):
     def connectionMade(self) -> None:
         """Start the heartbeat and the read deadline for this client."""
         self._last_read = self.clock.seconds()
+        self.remote_address, host = _go_address(self.transport.getPeer())
+        # Until IDENTIFY, Go names a client by its remote IP.
+        self.client_id = self.hostname = host
         factory = getattr(self, "factory", None)
         if factory is not None:
             factory.clients.add(self)
@@ -216,6 +232,11 @@ class NSQDProtocol(Protocol):
             self._abort()
             return b""
         return data[needed:]
+
+    @property
+    def stats_state(self) -> int:
+        """The connection state as Go numbers it in stats."""
+        return _GO_STATES[self.state]
 
     # -- consumer interface ----------------------------------------------
 
@@ -421,32 +442,59 @@ class NSQDProtocol(Protocol):
     def _pub(self, command: Command) -> None:
         body = command.body
         assert isinstance(body, bytes)
-        topic = self.broker.get_topic(command.params[0].decode("ascii"))
+        name = command.params[0].decode("ascii")
+        topic = self.broker.get_topic(name)
         try:
             topic.publish(body)
         except PublishError as error:
             raise protocol_error("E_PUB_FAILED", "PUB failed %s" % (error,))
+        counts = self.pub_counts
+        counts[name] = counts.get(name, 0) + 1
         self.transport.write(OK_FRAME)
 
     def _mpub(self, command: Command) -> None:
         bodies = command.body
         assert isinstance(bodies, list)
-        topic = self.broker.get_topic(command.params[0].decode("ascii"))
+        name = command.params[0].decode("ascii")
+        topic = self.broker.get_topic(name)
         try:
             topic.publish_many(bodies)
         except PublishError as error:
             raise protocol_error("E_MPUB_FAILED", "MPUB failed %s" % (error,))
+        counts = self.pub_counts
+        counts[name] = counts.get(name, 0) + len(bodies)
         self.transport.write(OK_FRAME)
 
     def _dpub(self, command: Command) -> None:
         body = command.body
         assert isinstance(body, bytes)
-        topic = self.broker.get_topic(command.params[0].decode("ascii"))
+        name = command.params[0].decode("ascii")
+        topic = self.broker.get_topic(name)
         try:
             topic.publish_deferred(body, command.defer_ms / 1000.0)
         except PublishError as error:
             raise protocol_error("E_DPUB_FAILED", "DPUB failed %s" % (error,))
+        counts = self.pub_counts
+        counts[name] = counts.get(name, 0) + 1
         self.transport.write(OK_FRAME)
+
+
+def _go_address(peer: Optional[IAddress]) -> Tuple[str, str]:
+    """
+    A peer's address as Go's ``RemoteAddr().String()`` (``1.2.3.4:5``,
+    ``[::1]:5``) and its host part (Go's default client id and hostname).
+    """
+    if isinstance(peer, IPv4Address):
+        return "%s:%d" % (peer.host, peer.port), peer.host
+    if isinstance(peer, IPv6Address):
+        return "[%s]:%d" % (peer.host, peer.port), peer.host
+    if isinstance(peer, UNIXAddress):
+        # No host part; Go shows an unnamed peer socket as "@".
+        name = peer.name
+        if isinstance(name, bytes):
+            name = name.decode("utf-8", "replace")
+        return name or "@", ""
+    return "", ""
 
 
 class NSQDFactory(Factory):

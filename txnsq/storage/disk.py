@@ -226,6 +226,14 @@ class DiskQueue:
             disk = 1
         return len(self._front) + disk + len(self._overflow)
 
+    def backend_depth(self) -> int:
+        """
+        The messages of :meth:`depth` past the memory front (Go's
+        ``backend.Depth()`` in stats): on disk, or held in memory for the
+        disk while writes fail.
+        """
+        return self.depth() - len(self._front)
+
     def empty(self) -> None:
         """Drop every message; the queue's files are removed."""
         self._front.clear()
