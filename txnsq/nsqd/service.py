@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import platform
+import re
 import sys
 from typing import Any, Dict, List, Optional, Sequence
 
@@ -18,11 +19,11 @@ from twisted.application.service import MultiService
 from twisted.internet.defer import Deferred, DeferredList, maybeDeferred
 from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
-from twisted.web.server import Site
+from twisted.protocols.tls import TLSMemoryBIOFactory
 
 from txnsq import __version__
 from txnsq.nsqd.broker import Broker
-from txnsq.nsqd.http import NSQDHTTPAPI
+from txnsq.nsqd.http import NSQDHTTPAPI, NSQDSite
 from txnsq.nsqd.listener import ListeningService
 from txnsq.nsqd.metadata import DataPathError, DataPathLock, MetadataError, MetadataStore
 from txnsq.nsqd.options import NSQDOptions, listen_endpoint_description
@@ -40,13 +41,120 @@ def version_string(program: str) -> str:
     )
 
 
+class TLSConfigError(Exception):
+    """The TLS certificate, key or CA file cannot be used (Go: ``failed to build TLS config``)."""
+
+
+_PEM_CERTIFICATE = re.compile(
+    rb"-----BEGIN CERTIFICATE-----.+?-----END CERTIFICATE-----", re.DOTALL
+)
+
+
+def _read(path: str) -> bytes:
+    try:
+        with open(path, "rb") as stream:
+            return stream.read()
+    except OSError as error:
+        reason = error.strerror or str(error)
+        # Go's words: "open /x/cert.pem: no such file or directory".
+        raise TLSConfigError("open %s: %s" % (path, reason[:1].lower() + reason[1:]))
+
+
+def _certificates(path: str) -> List[Any]:
+    """Every certificate of a PEM file, in order (pyOpenSSL ``X509`` objects)."""
+    from twisted.internet.ssl import Certificate
+
+    blocks = _PEM_CERTIFICATE.findall(_read(path))
+    if not blocks:
+        raise TLSConfigError("%s: no PEM certificate found" % (path,))
+    try:
+        return [Certificate.loadPEM(block).original for block in blocks]
+    except Exception as error:
+        raise TLSConfigError("%s: %s" % (path, error))
+
+
+def tls_server_options(options: NSQDOptions) -> Any:
+    """
+    The server TLS settings of ``--tls-cert``/``--tls-key`` (Go's
+    ``buildTLSConfig``): the certificate chain of the cert file,
+    ``--tls-min-version``, and client certificates per
+    ``--tls-client-auth-policy`` (``require``: any certificate;
+    ``require-verify``: one signed by ``--tls-root-ca-file``, else by the
+    platform's trusted CAs).  ``None`` when no certificate is configured.
+
+    :return: an object with ``getContext()`` for ``TLSMemoryBIOFactory``.
+    :raises TLSConfigError: a file is missing or unusable, or the key does
+        not match the certificate.
+    """
+    if not options.tls_cert and not options.tls_key:
+        return None
+    from OpenSSL import SSL
+    from OpenSSL.crypto import FILETYPE_PEM
+    from twisted.internet.ssl import (
+        CertificateOptions,
+        KeyPair,
+        TLSVersion,
+        platformTrust,
+        trustRootFromCertificates,
+    )
+    from twisted.internet.ssl import Certificate as TwistedCertificate
+
+    chain = _certificates(options.tls_cert)
+    key_data = _read(options.tls_key)
+    try:
+        key = KeyPair.load(key_data, FILETYPE_PEM).original
+    except Exception as error:
+        raise TLSConfigError("%s: %s" % (options.tls_key, error))
+    versions = {
+        "ssl3.0": TLSVersion.SSLv3,
+        "tls1.0": TLSVersion.TLSv1_0,
+        "tls1.1": TLSVersion.TLSv1_1,
+        "tls1.2": TLSVersion.TLSv1_2,
+        "tls1.3": TLSVersion.TLSv1_3,
+    }
+    minimum = versions.get(options.tls_min_version.lower(), TLSVersion.TLSv1_0)
+    settings: Dict[str, Any] = dict(
+        privateKey=key,
+        certificate=chain[0],
+        extraCertChain=chain[1:],
+        insecurelyLowerMinimumTo=minimum,
+    )
+    if options.tls_min_version.lower() in ("tls1.2", "tls1.3"):
+        del settings["insecurelyLowerMinimumTo"]
+        settings["raiseMinimumTo"] = minimum
+    policy = options.tls_client_auth_policy
+    if policy == "require-verify":
+        if options.tls_root_ca_file:
+            roots = [
+                TwistedCertificate(cert) for cert in _certificates(options.tls_root_ca_file)
+            ]
+            settings["trustRoot"] = trustRootFromCertificates(roots)
+        else:
+            settings["trustRoot"] = platformTrust()
+    try:
+        tls = CertificateOptions(**settings)
+        context = tls.getContext()
+    except Exception as error:
+        raise TLSConfigError(str(error) or repr(error))
+    if policy == "require":
+        # Go's RequireAnyClientCert: a certificate is required, not verified.
+        context.set_verify(
+            SSL.VERIFY_PEER | SSL.VERIFY_FAIL_IF_NO_PEER_CERT,
+            lambda connection, x509, errno, depth, ok: True,
+        )
+    return tls
+
+
 class NSQDService(MultiService):
     """
-    One nsqd: a broker plus its TCP and HTTP listeners.
+    One nsqd: a broker plus its TCP and HTTP listeners, and an HTTPS
+    listener serving the same API when ``--tls-cert`` and ``--tls-key`` are
+    given (and ``--https-address`` is not empty).
 
     :param options: the daemon's settings (``NSQDOptions``).
     :param reactor: the reactor to listen with and take time from; the
         global reactor when omitted.
+    :raises TLSConfigError: the TLS certificate or key cannot be used.
     """
 
     _log = Logger()
@@ -68,23 +176,38 @@ class NSQDService(MultiService):
         self._start_logged = False
         self.metadata: Optional[MetadataStore] = None
         self.tcp_factory = NSQDFactory(self.broker, clock, ServerFeatures())
-        self.http_api = NSQDHTTPAPI(self.broker, self.start_time, self.bound_ports)
+        self.http_api = NSQDHTTPAPI(
+            self.broker,
+            self.start_time,
+            self.bound_ports,
+            clients=lambda: self.tcp_factory.clients,
+        )
         self.tcp_listener = ListeningService(
             "TCP",
             reactor,
             listen_endpoint_description(options.tcp_address),
             self.tcp_factory,
         )
-        site = Site(self.http_api.app.resource())
-        site.noisy = False
+        resource = self.http_api.app.resource()
         self.http_listener = ListeningService(
             "HTTP",
             reactor,
             listen_endpoint_description(options.http_address),
-            site,
+            NSQDSite(resource),
         )
+        self.https_listener: Optional[ListeningService] = None
+        tls = tls_server_options(options)
+        if tls is not None and options.https_address:
+            self.https_listener = ListeningService(
+                "HTTPS",
+                reactor,
+                listen_endpoint_description(options.https_address),
+                TLSMemoryBIOFactory(tls, False, NSQDSite(resource)),
+            )
         self.tcp_listener.setServiceParent(self)
         self.http_listener.setServiceParent(self)
+        if self.https_listener is not None:
+            self.https_listener.setServiceParent(self)
 
     def open_data(self) -> None:
         """
@@ -125,19 +248,20 @@ class NSQDService(MultiService):
             self._log.info("{version}", version=version_string("nsqd"))
             self._log.info("ID: {node_id}", node_id=self.options.node_id)
 
+    def listeners(self) -> List[ListeningService]:
+        """The TCP, HTTP and (when configured) HTTPS listeners."""
+        found = [self.tcp_listener, self.http_listener]
+        if self.https_listener is not None:
+            found.append(self.https_listener)
+        return found
+
     def bound_ports(self) -> Dict[str, int]:
-        """The ports actually bound, by listener label (``TCP``, ``HTTP``)."""
-        return {
-            listener.label: listener.bound_port()
-            for listener in (self.tcp_listener, self.http_listener)
-        }
+        """The ports actually bound, by listener label (``TCP``, ``HTTP``, ``HTTPS``)."""
+        return {listener.label: listener.bound_port() for listener in self.listeners()}
 
     def whenListening(self) -> "Deferred[None]":
         """Fires when every listener is up; fails if any could not listen."""
-        waits = [
-            listener.whenListening()
-            for listener in (self.tcp_listener, self.http_listener)
-        ]
+        waits = [listener.whenListening() for listener in self.listeners()]
         done = DeferredList(waits, fireOnOneErrback=True, consumeErrors=True)
 
         def unwrap(result: object) -> None:
@@ -189,7 +313,13 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     from txnsq.logging import start_console_logging
 
     start_console_logging("nsqd", options.log_level, options.log_prefix)
-    service = NSQDService(options, reactor)
+    try:
+        service = NSQDService(options, reactor)
+    except TLSConfigError as error:
+        NSQDService._log.critical(
+            "failed to instantiate nsqd - failed to build TLS config - {error}", error=error
+        )
+        sys.exit(1)
     try:
         service.open_data()
     except DataPathError as error:
