@@ -106,3 +106,54 @@ class VersionTests(SynchronousTestCase):
         """version_string has Go's shape: 'nsqd vX.Y.Z (built w/...)'."""
         line = version_string("nsqd")
         self.assertRegex(line, r"^nsqd v\d+\.\d+\.\d+ \(built w/\S+ \d+\.\d+\.\d+\S*\)$")
+
+
+class StatsdWiringTests(TestCase):
+    """--statsd-address makes nsqd push its stats over UDP."""
+
+    timeout = 30
+
+    @inlineCallbacks
+    def test_pushes_with_http_port_prefix(self) -> Any:
+        """nsqd pushes Go-named metrics, prefixed with its broadcast address and HTTP port."""
+        from twisted.internet.protocol import DatagramProtocol
+
+        from txnsq.testing import start_nsqd
+
+        received: Deferred[bytes] = Deferred()
+
+        class Listener(DatagramProtocol):
+            def datagramReceived(self, data: bytes, addr: Any) -> None:
+                if b"topic.events.message_count" in data and not received.called:
+                    received.callback(data)
+
+        port = reactor.listenUDP(0, Listener(), interface="127.0.0.1")  # type: ignore[attr-defined]
+        self.addCleanup(port.stopListening)
+        nsqd = yield start_nsqd(
+            args=[
+                "--statsd-address=127.0.0.1:%d" % (port.getHost().port,),
+                "--statsd-interval=200ms",
+                "--broadcast-address=nsqd.test",
+            ]
+        )
+        self.addCleanup(nsqd.stop)
+        nsqd.broker.get_topic("events").publish(b"hello")
+        data = yield received
+        prefix = b"nsq.nsqd_test_%d." % (nsqd.http_port,)
+        self.assertIn(prefix + b"topic.events.message_count:1|c", data.split(b"\n"))
+
+
+class LogLevelTests(SynchronousTestCase):
+    """PUT /config/log_level changes the console log level at run time."""
+
+    def test_set_log_level(self) -> None:
+        """set_log_level changes the level of the console logging predicate."""
+        from twisted.logger import LogLevel, LogLevelFilterPredicate
+
+        from txnsq import logging as txnsq_logging
+
+        predicate = LogLevelFilterPredicate(defaultLogLevel=LogLevel.info)
+        self.patch(txnsq_logging, "_console_predicate", predicate)
+        txnsq_logging.set_log_level("error")
+        self.assertEqual(predicate.logLevelForNamespace("txnsq.nsqd"), LogLevel.error)
+        self.assertRaises(ValueError, txnsq_logging.set_log_level, "loud")

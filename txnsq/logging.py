@@ -74,12 +74,28 @@ class GoStyleLogObserver:
         self.stream.flush()
 
 
+#: The level filter of the console logging started by this module, if any.
+_console_predicate: Optional[LogLevelFilterPredicate] = None
+
+
+def set_log_level(level: str) -> None:
+    """
+    Change the level of the console logging :func:`start_console_logging`
+    started (``PUT /config/log_level``); nothing if it was not started here
+    (under twistd, twistd owns logging).
+
+    :raises ValueError: ``level`` is not one of Go's level names.
+    """
+    parsed = parse_log_level(level)
+    if _console_predicate is not None:
+        _console_predicate.setLogLevelForNamespace("", parsed)
+
+
 def start_console_logging(program: str, level: str, prefix: Optional[str]) -> None:
     """Send all Twisted logging to standard error in Go's format."""
     if prefix is None:
         prefix = "[%s] " % (program,)
-    observer = FilteringLogObserver(
-        GoStyleLogObserver(prefix),
-        [LogLevelFilterPredicate(defaultLogLevel=parse_log_level(level))],
-    )
+    global _console_predicate
+    _console_predicate = LogLevelFilterPredicate(defaultLogLevel=parse_log_level(level))
+    observer = FilteringLogObserver(GoStyleLogObserver(prefix), [_console_predicate])
     globalLogBeginner.beginLoggingTo([observer], redirectStandardIO=False)

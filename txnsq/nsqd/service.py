@@ -25,6 +25,9 @@ from txnsq import __version__
 from txnsq.nsqd.broker import Broker
 from txnsq.nsqd.http import NSQDHTTPAPI, NSQDSite
 from txnsq.nsqd.listener import ListeningService
+from txnsq.logging import set_log_level
+from txnsq.nsqd.stats import collect, to_json, watch_gc
+from txnsq.nsqd.statsd import StatsdService, statsd_prefix
 from txnsq.nsqd.metadata import DataPathError, DataPathLock, MetadataError, MetadataStore
 from txnsq.nsqd.options import NSQDOptions, listen_endpoint_description
 from txnsq.nsqd.tcp import NSQDFactory, ServerFeatures
@@ -208,6 +211,38 @@ class NSQDService(MultiService):
         self.http_listener.setServiceParent(self)
         if self.https_listener is not None:
             self.https_listener.setServiceParent(self)
+        self.http_api.options_changed = self._option_changed
+        self.statsd: Optional[StatsdService] = None
+        if options.statsd_address:
+            self.statsd = StatsdService(
+                self._statsd_stats,
+                options.statsd_address,
+                # Completed once the HTTP port is known (see startService).
+                statsd_prefix(options.statsd_prefix, options.broadcast_address, 0),
+                options.statsd_interval,
+                options.statsd_mem_stats,
+                options.statsd_udp_packet_size,
+                reactor,
+                exclude_ephemeral=options.statsd_exclude_ephemeral,
+            )
+            self.statsd.setServiceParent(self)
+
+    def _statsd_stats(self) -> Dict[str, Any]:
+        """The snapshot statsd pushes: /stats JSON without clients."""
+        return to_json(
+            collect(
+                self.broker,
+                self.tcp_factory.clients,
+                self.start_time,
+                include_clients=False,
+                include_mem=self.options.statsd_mem_stats,
+            )
+        )
+
+    def _option_changed(self, name: str) -> None:
+        """An option was changed at run time (``PUT /config/NAME``)."""
+        if name == "log_level":
+            set_log_level(self.options.log_level)
 
     def open_data(self) -> None:
         """
@@ -239,7 +274,19 @@ class NSQDService(MultiService):
     def startService(self) -> None:
         """Log what starts, open the data path, then start listening."""
         self.open_data()
+        watch_gc()
         MultiService.startService(self)
+        statsd = self.statsd
+        if statsd is not None:
+
+            def set_prefix(result: object) -> object:
+                port = self.bound_ports().get("HTTP", 0)
+                statsd.prefix = statsd_prefix(
+                    self.options.statsd_prefix, self.options.broadcast_address, port
+                )
+                return result
+
+            self.whenListening().addCallback(set_prefix).addErrback(lambda failure: None)
 
     def _log_start(self) -> None:
         """Log the version and node ID, once."""
