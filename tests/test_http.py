@@ -21,27 +21,22 @@ from twisted.trial.unittest import SynchronousTestCase
 from tests.core_fakes import START, FakeConsumer, RecordingStorage
 from txnsq import __version__
 from txnsq.nsqd.broker import Broker
-from txnsq.nsqd.http import (
-    CONFIG_OPTIONS,
-    ROUTES,
-    APIError,
-    NSQDHTTPAPI,
-    NSQDHTTPChannel,
-    NSQDSite,
-    allowed_methods,
-    clean_path,
-    config_value,
-    go_json,
-    parse_mpub_binary,
-    parse_mpub_lines,
-    parse_query,
-    redirect_path,
-)
+from txnsq.nsqd.http import NSQDHTTPAPI
+from txnsq.nsqd.http_config import CONFIG_OPTIONS, config_value
+from txnsq.nsqd.http_routes import ROUTES, allowed_methods, clean_path, redirect_path
+from txnsq.nsqd.http_site import NSQDHTTPChannel, NSQDSite
 from txnsq.nsqd.options import (
     TLS_REQUIRED,
     TLS_REQUIRED_EXCEPT_HTTP,
     NSQDOptions,
     nsqd_flags,
+)
+from txnsq.protocol.go_json import go_json
+from txnsq.protocol.http_params import (
+    APIError,
+    parse_mpub_binary,
+    parse_mpub_lines,
+    parse_query,
 )
 from txnsq.storage.memory import MemoryStorage
 
