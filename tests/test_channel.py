@@ -6,6 +6,7 @@ driven with task.Clock.
 
 from __future__ import annotations
 
+import random
 from typing import Any, List
 
 
@@ -697,3 +698,58 @@ class TimerTests(ChannelTestCase):
     def test_channel_class(self) -> None:
         """Topics make Channel instances."""
         self.assertIsInstance(self.channel, Channel)
+
+
+class SamplingTests(ChannelTestCase):
+    """IDENTIFY's sample_rate: a consumer gets about that share of messages."""
+
+    def sampler(self, rate: int) -> FakeConsumer:
+        consumer = FakeConsumer(ready_count=1000)
+        consumer.sample_rate = rate  # type: ignore[attr-defined]
+        return consumer
+
+    def test_share(self) -> None:
+        """A lone consumer with sample_rate 30 gets about 30% of messages; the rest are dropped."""
+        consumer = self.sampler(30)
+        self.channel.add_consumer(consumer)
+        self.channel.random_below = random.Random(1234).randrange
+        for i in range(2000):
+            self.topic.publish(b"m%d" % (i,))
+        got = len(consumer.take())
+        self.assertTrue(500 <= got <= 750, got)
+        self.assertEqual(self.channel.sampled_out_count, 2000 - got)
+        self.assertEqual(self.channel.depth(), 0)
+
+    def test_declined_goes_to_other_consumer(self) -> None:
+        """A message a sampling consumer declines goes to the next ready consumer."""
+        sampler = self.sampler(10)
+        other = FakeConsumer(ready_count=1000)
+        self.channel.add_consumer(sampler)
+        self.channel.add_consumer(other)
+        self.channel.random_below = lambda n: 99  # the sampler always declines
+        for i in range(10):
+            self.topic.publish(b"m%d" % (i,))
+        self.assertEqual(len(sampler.take()), 0)
+        self.assertEqual(len(other.take()), 10)
+        self.assertEqual(self.channel.sampled_out_count, 0)
+
+    def test_go_odds(self) -> None:
+        """A consumer takes the message when randrange(100) <= sample_rate, as Go."""
+        consumer = self.sampler(50)
+        self.channel.add_consumer(consumer)
+        draws = iter([50, 51])
+        self.channel.random_below = lambda n: next(draws)
+        self.topic.publish(b"kept")
+        self.topic.publish(b"dropped")
+        self.assertEqual(consumer.bodies(), [b"kept"])
+
+    def test_sampling_off_when_sampler_leaves(self) -> None:
+        """Once no sampling consumer is subscribed, every message is delivered."""
+        sampler = self.sampler(1)
+        plain = FakeConsumer(ready_count=1000)
+        self.channel.add_consumer(sampler)
+        self.channel.add_consumer(plain)
+        self.channel.remove_consumer(sampler)
+        for i in range(100):
+            self.topic.publish(b"m%d" % (i,))
+        self.assertEqual(len(plain.take()), 100)

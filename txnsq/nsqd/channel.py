@@ -21,6 +21,7 @@ delivery only reads the ID and rewrites the attempts count.
 from __future__ import annotations
 
 import heapq
+import random
 from collections import OrderedDict
 from itertools import count
 from typing import (
@@ -193,6 +194,12 @@ class Channel:
         self._timer: Any = None  # Optional[IDelayedCall]
         self._timer_at: Optional[float] = None
         self._pumping = False
+        # Some consumer asked for sampling: deliveries go through _offer.
+        self._sampling = False
+        #: Messages dropped because every ready consumer sampled them out.
+        self.sampled_out_count = 0
+        #: ``randrange``-like source for sampling (a test seam).
+        self.random_below: Callable[[int], int] = random.randrange
         queue = self._queue
         if IDeferredStore.providedBy(queue):
             # Deferred messages kept across a restart, due at the same
@@ -244,7 +251,10 @@ class Channel:
             while ready:
                 consumer = ready.popitem(last=False)[0]
                 if consumer.ready_count > consumer.in_flight_count:
-                    self._deliver(consumer, data)
+                    if self._sampling:
+                        self._offer(consumer, data)
+                    else:
+                        self._deliver(consumer, data)
                     return
         self._queue.put(data)
 
@@ -276,6 +286,8 @@ class Channel:
                 % (self.topic_name, self.name, limit)
             )
         consumers[consumer] = None
+        if getattr(consumer, "sample_rate", 0):
+            self._sampling = True
         self.consumer_ready(consumer)
 
     def remove_consumer(self, consumer: Consumer) -> None:
@@ -288,6 +300,8 @@ class Channel:
         if consumer not in self.consumers:
             return
         del self.consumers[consumer]
+        if self._sampling:
+            self._sampling = any(getattr(c, "sample_rate", 0) for c in self.consumers)
         self._ready.pop(consumer, None)
         mine = [e for e in self._in_flight.values() if e.consumer is consumer]
         if mine:
@@ -498,11 +512,44 @@ class Channel:
                     ready[consumer] = None
                     ready.move_to_end(consumer, last=False)
                     break
-                self._deliver(consumer, data)
+                if self._sampling:
+                    self._offer(consumer, data)
+                else:
+                    self._deliver(consumer, data)
                 if self.paused or self.exiting:
                     break
         finally:
             self._pumping = False
+
+    def _offer(self, consumer: Any, data: bytes) -> None:
+        """
+        Deliver with sampling (IDENTIFY ``sample_rate``): a consumer takes
+        the message with Go's odds (``randrange(100) <= sample_rate``); one
+        that declines passes it to the next ready consumer; when every
+        ready consumer declines the message is dropped, as Go nsqd drops
+        it (``sampled_out_count`` counts those).
+        """
+        ready = self._ready
+        declined = []
+        chosen: Any = consumer
+        while chosen is not None:
+            rate = getattr(chosen, "sample_rate", 0)
+            if not rate or self.random_below(100) <= rate:
+                break
+            declined.append(chosen)
+            chosen = None
+            while ready:
+                candidate = ready.popitem(last=False)[0]
+                if candidate.ready_count > candidate.in_flight_count:
+                    chosen = candidate
+                    break
+        for other in declined:
+            # Still ready: back of the line for the next message.
+            ready[other] = None
+        if chosen is None:
+            self.sampled_out_count += 1
+            return
+        self._deliver(chosen, data)
 
     def _take(self, consumer: Consumer, msg_id: bytes) -> _InFlight:
         """Remove the consumer's in-flight message ``msg_id`` from flight."""
