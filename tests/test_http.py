@@ -1070,7 +1070,7 @@ class HTTPSOptionsTests(SynchronousTestCase):
 
     def test_none(self) -> None:
         """Without a certificate there is no HTTPS."""
-        from txnsq.nsqd.service import tls_server_options
+        from txnsq.nsqd.tls import tls_server_options
 
         self.assertIsNone(tls_server_options(NSQDOptions()))
 
@@ -1078,7 +1078,7 @@ class HTTPSOptionsTests(SynchronousTestCase):
         """A usable context; client certificates only with a policy."""
         from OpenSSL import SSL
 
-        from txnsq.nsqd.service import tls_server_options
+        from txnsq.nsqd.tls import tls_server_options
 
         context = tls_server_options(self.options()).getContext()
         self.assertEqual(context.get_verify_mode(), SSL.VERIFY_NONE)
@@ -1095,7 +1095,7 @@ class HTTPSOptionsTests(SynchronousTestCase):
         """--tls-min-version sets the lowest protocol offered."""
         from OpenSSL import SSL
 
-        from txnsq.nsqd.service import tls_server_options
+        from txnsq.nsqd.tls import tls_server_options
 
         strict = tls_server_options(self.options(tls_min_version="tls1.3"))
         self.assertTrue(strict._options & SSL.OP_NO_TLSv1_2)
