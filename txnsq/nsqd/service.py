@@ -74,7 +74,21 @@ class NSQDService(MultiService):
         self._lock: Optional[DataPathLock] = None
         self._start_logged = False
         self.metadata: Optional[MetadataStore] = None
-        self.tcp_factory = NSQDFactory(self.broker, clock, ServerFeatures())
+        tls = tls_server_options(options)
+        auth = None
+        if options.auth_http_address:
+            from txnsq.nsqd.auth import AuthClient
+
+            auth = AuthClient(
+                list(options.auth_http_address),
+                reactor,
+                options.http_client_connect_timeout,
+                options.http_client_request_timeout,
+                options.auth_http_request_method,
+            )
+        self.tcp_factory = NSQDFactory(
+            self.broker, clock, ServerFeatures.from_options(options, tls, auth)
+        )
         self.http_api = NSQDHTTPAPI(
             self.broker,
             self.start_time,
@@ -95,7 +109,6 @@ class NSQDService(MultiService):
             NSQDSite(resource),
         )
         self.https_listener: Optional[ListeningService] = None
-        tls = tls_server_options(options)
         if tls is not None and options.https_address:
             self.https_listener = ListeningService(
                 "HTTPS",

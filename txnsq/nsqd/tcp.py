@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import struct
 from itertools import count as _count
-from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Set, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Set, Tuple
 
 from twisted.internet.address import IPv4Address, IPv6Address, UNIXAddress
 from twisted.internet.interfaces import IAddress, IDelayedCall, IReactorTime, ITransport
@@ -23,7 +23,15 @@ from twisted.python.failure import Failure
 from txnsq import __version__
 from txnsq.nsqd.channel import InFlightError, SubscribeError
 from txnsq.nsqd.topic import PublishError
-from txnsq.protocol.errors import ProtocolError, protocol_error
+from txnsq.protocol.compression import (
+    CompressionError,
+    DeflateDecoder,
+    DeflateEncoder,
+    SnappyDecoder,
+    SnappyEncoder,
+)
+from txnsq.protocol.errors import ProtocolError, go_quote, protocol_error
+from txnsq.protocol.go_json import go_json
 from txnsq.protocol.frames import (
     CLOSE_WAIT_FRAME,
     FRAME_TYPE_ERROR,
@@ -32,7 +40,12 @@ from txnsq.protocol.frames import (
     OK_FRAME,
     encode_frame,
 )
-from txnsq.protocol.identify import Identity, identify_response, negotiate_identify
+from txnsq.protocol.identify import (
+    DEFAULT_OUTPUT_BUFFER_SIZE,
+    Identity,
+    identify_response,
+    negotiate_identify,
+)
 from txnsq.protocol.v2 import (
     Command,
     LineTooLong,
@@ -71,26 +84,55 @@ BAD_PROTOCOL_FRAME = encode_frame(FRAME_TYPE_ERROR, b"E_BAD_PROTOCOL")
 
 class ServerFeatures:
     """
-    What this nsqd can negotiate in IDENTIFY beyond the options: which
-    upgrades are actually implemented and configured.
+    What this nsqd can negotiate in IDENTIFY beyond the options, and what
+    it needs to do so.
 
-    IDENTIFY must never promise an upgrade the server cannot perform, so
-    every feature here is false until its implementation lands.
+    :ivar tls_options: the server TLS settings (``getContext()``) for the
+        ``tls_v1`` upgrade, or ``None`` when no certificate is configured.
+    :ivar tls_required: TCP clients must upgrade to TLS before any command
+        but IDENTIFY (``--tls-required`` true or ``tcp-https``).
+    :ivar snappy: ``--snappy``: clients may ask for snappy compression.
+    :ivar deflate: ``--deflate``: clients may ask for deflate compression.
+    :ivar auth: the client of the auth servers (``--auth-http-address``),
+        or ``None`` when AUTH is disabled.
     """
 
-    __slots__ = ("tls_configured", "snappy", "deflate", "auth_required")
+    __slots__ = ("tls_options", "tls_required", "snappy", "deflate", "auth")
 
     def __init__(
         self,
-        tls_configured: bool = False,
+        tls_options: Any = None,
+        tls_required: bool = False,
         snappy: bool = False,
         deflate: bool = False,
-        auth_required: bool = False,
+        auth: Any = None,
     ) -> None:
-        self.tls_configured = tls_configured
+        self.tls_options = tls_options
+        self.tls_required = tls_required
         self.snappy = snappy
         self.deflate = deflate
-        self.auth_required = auth_required
+        self.auth = auth
+
+    @property
+    def tls_configured(self) -> bool:
+        """A certificate is configured: clients may ask for ``tls_v1``."""
+        return self.tls_options is not None
+
+    @property
+    def auth_required(self) -> bool:
+        """AUTH is enabled (``--auth-http-address`` given)."""
+        return self.auth is not None
+
+    @classmethod
+    def from_options(cls, options: Any, tls_options: Any = None, auth: Any = None) -> "ServerFeatures":
+        """The features of an nsqd with these options."""
+        return cls(
+            tls_options=tls_options,
+            tls_required=bool(options.tls_required) and tls_options is not None,
+            snappy=bool(options.snappy),
+            deflate=bool(options.deflate),
+            auth=auth,
+        )
 
 
 class NSQDProtocol(Protocol):
@@ -135,12 +177,36 @@ class NSQDProtocol(Protocol):
         self.user_agent = ""
         # Go's default heartbeat before IDENTIFY is half the client timeout.
         self.heartbeat_interval: float = options.client_timeout / 2
+        # Upgrades (IDENTIFY tls_v1, snappy, deflate), reported in stats.
+        self.tls = False
+        self.snappy = False
+        self.deflate = False
+        self._encoder: Any = None  # txnsq.protocol.compression encoder
+        self._decoder: Any = None
+        # With compression, frames written in one reactor turn are encoded
+        # together (and flushed at once past output_buffer_size).
+        self._out: List[bytes] = []
+        self._out_size = 0
+        self._out_limit = DEFAULT_OUTPUT_BUFFER_SIZE
+        self._flush_call: Optional[IDelayedCall] = None
+        self._needs_tls = features.tls_required
+        # AUTH: the authorizations, and commands held while asking for them.
+        self.auth_state: Any = None  # txnsq.nsqd.auth.AuthState
+        self._blocked = False
+        self._held_command: Optional[Command] = None
+        self._auth_secret = ""
         self._magic = b""
         self._parser = V2CommandParser(
             max_msg_size=options.max_msg_size,
             max_body_size=options.max_body_size,
             max_req_timeout_ms=int(options.max_req_timeout * 1000),
             precheck=self._precheck,
+            # Only when needed: the hook takes PUB off the parser's fast path.
+            early_check=(
+                self._early_check
+                if features.tls_required or features.auth_required
+                else None
+            ),
         )
         self._dead = False
         self._heartbeat_call: Optional[IDelayedCall] = None
@@ -195,11 +261,31 @@ class NSQDProtocol(Protocol):
             data = self._read_magic(data)
             if not data:
                 return
+        decoder = self._decoder
+        if decoder is None:
+            self._parser.feed(data)
+            self._run()
+            return
+        try:
+            for piece in decoder.decode_iter(data):
+                self._parser.feed(piece)
+                self._run()
+                if self._dead:
+                    return
+        except CompressionError as error:
+            self._log.info(
+                "client({peer}) - corrupt compressed data: {error}",
+                peer=self._peer(),
+                error=error,
+            )
+            self._abort()
+
+    def _run(self) -> None:
+        """Run every complete command, unless one waits for the auth server."""
         parser = self._parser
-        parser.feed(data)
         handlers = self._handlers
         try:
-            while not self._dead:
+            while not self._dead and not self._blocked:
                 command = parser.next_command()
                 if command is None:
                     return
@@ -208,6 +294,8 @@ class NSQDProtocol(Protocol):
                     raise protocol_error(
                         "E_INVALID", b"invalid command " + command.name
                     )
+                if self._needs_tls and command.name != b"IDENTIFY":
+                    self._refuse_without_tls(command.name)
                 handler(command)
         except ProtocolError as error:
             self._send_error(error)
@@ -233,6 +321,29 @@ class NSQDProtocol(Protocol):
             return b""
         return data[needed:]
 
+    def _tls_connection(self) -> Any:
+        """The OpenSSL connection once TLS is on, else ``None``."""
+        if not self.tls or self.transport is None:
+            return None
+        get_handle = getattr(self.transport, "getHandle", None)
+        handle = get_handle() if get_handle is not None else None
+        return handle if hasattr(handle, "get_cipher_name") else None
+
+    @property
+    def tls_version(self) -> str:
+        """The TLS version in Go's spelling (``TLS1.3``), for stats."""
+        connection = self._tls_connection()
+        if connection is None:
+            return ""
+        name = connection.get_protocol_version_name() or ""
+        return name.replace("TLSv", "TLS").replace("SSLv", "SSL")
+
+    @property
+    def tls_cipher_suite(self) -> str:
+        """The negotiated cipher suite (OpenSSL's name), for stats."""
+        connection = self._tls_connection()
+        return (connection.get_cipher_name() or "") if connection is not None else ""
+
     @property
     def stats_state(self) -> int:
         """The connection state as Go numbers it in stats."""
@@ -243,9 +354,11 @@ class NSQDProtocol(Protocol):
     def send_message(self, data: bytes) -> None:
         """Write one message (payload with attempts already counted)."""
         self.message_count += 1
-        self.transport.write(
-            _MESSAGE_FRAME_HEADER.pack(len(data) + 4, _FRAME_TYPE_MESSAGE) + data
-        )
+        frame = _MESSAGE_FRAME_HEADER.pack(len(data) + 4, _FRAME_TYPE_MESSAGE) + data
+        if self._encoder is None:
+            self.transport.write(frame)
+        else:
+            self._write(frame)
 
     def close(self) -> None:
         """The channel was deleted or closed: disconnect, as Go nsqd does."""
@@ -263,8 +376,45 @@ class NSQDProtocol(Protocol):
             return str(peer)
         return "%s:%s" % (host, port)
 
+    def _write(self, data: bytes) -> None:
+        """Write a frame, through the compression encoder once there is one."""
+        if self._encoder is None:
+            self.transport.write(data)
+            return
+        self._out.append(data)
+        self._out_size += len(data)
+        if self._out_size >= self._out_limit:
+            self._flush_output()
+        elif self._flush_call is None:
+            self._flush_call = self.clock.callLater(0, self._flush_output)
+
+    def _flush_output(self) -> None:
+        """Encode and write what the reactor turn buffered."""
+        call, self._flush_call = self._flush_call, None
+        if call is not None and call.active():
+            call.cancel()
+        if self._out:
+            data = b"".join(self._out)
+            self._out = []
+            self._out_size = 0
+            self.transport.write(self._encoder.encode(data))
+
+    def _refuse_without_tls(self, name: bytes) -> None:
+        """``--tls-required``: nothing but IDENTIFY before the TLS upgrade."""
+        raise protocol_error(
+            "E_INVALID",
+            b"cannot " + name + b" in current state (TLS required)",
+        )
+
+    def _early_check(self, name: bytes, params: List[bytes]) -> None:
+        """Go's checks before a body command's line: TLS policy, AUTH state."""
+        if self._needs_tls and name != b"IDENTIFY":
+            self._refuse_without_tls(name)
+        if name == b"AUTH" and self.state != STATE_INIT:
+            raise protocol_error("E_INVALID", "cannot AUTH in current state")
+
     def _send_error(self, error: ProtocolError) -> None:
-        self.transport.write(encode_frame(FRAME_TYPE_ERROR, error.frame_data()))
+        self._write(encode_frame(FRAME_TYPE_ERROR, error.frame_data()))
         if error.fatal:
             self._log.info("client({peer}) - {error}", peer=self._peer(), error=error)
             self._abort()
@@ -273,9 +423,15 @@ class NSQDProtocol(Protocol):
         """Stop reading and close once pending writes are flushed."""
         self._dead = True
         self._cancel_timers()
+        if self._out:
+            self._flush_output()
         self.transport.loseConnection()
 
     def _cancel_timers(self) -> None:
+        flush = self._flush_call
+        if flush is not None and flush.active() and self._dead:
+            flush.cancel()
+            self._flush_call = None
         for call in (self._heartbeat_call, self._read_deadline_call):
             if call is not None and call.active():
                 call.cancel()
@@ -298,7 +454,7 @@ class NSQDProtocol(Protocol):
         self._heartbeat_call = self.clock.callLater(
             self.heartbeat_interval, self._heartbeat
         )
-        self.transport.write(HEARTBEAT_FRAME)
+        self._write(HEARTBEAT_FRAME)
 
     def _check_read_deadline(self) -> None:
         # Rather than resetting a timer on every read, the deadline timer
@@ -351,10 +507,14 @@ class NSQDProtocol(Protocol):
         self.sample_rate = identity.sample_rate
         self.heartbeat_interval = identity.heartbeat_interval
         self._schedule_heartbeat()
+        if identity.output_buffer_size <= 0 or identity.output_buffer_timeout <= 0:
+            self._out_limit = 0  # buffering disabled: encode every frame at once
+        else:
+            self._out_limit = identity.output_buffer_size
         if not identity.feature_negotiation:
-            self.transport.write(OK_FRAME)
+            self._write(OK_FRAME)
             return
-        self.transport.write(
+        self._write(
             encode_frame(
                 FRAME_TYPE_RESPONSE,
                 identify_response(
@@ -365,17 +525,151 @@ class NSQDProtocol(Protocol):
                 ),
             )
         )
+        # The upgrades, in Go's order, each confirmed by an OK sent through
+        # it: TLS, then compression on top.
+        if identity.tls_v1:
+            # What was written so far (the IDENTIFY response) still goes
+            # out in clear; the handshake follows, then the OK inside TLS.
+            self.transport.startTLS(self.features.tls_options)  # type: ignore[attr-defined]
+            self.tls = True
+            self._needs_tls = False
+            self._write(OK_FRAME)
+        if identity.snappy:
+            self._encoder = SnappyEncoder()
+            self._decoder = SnappyDecoder()
+            self.snappy = True
+            self._write(OK_FRAME)
+        elif identity.deflate:
+            self._encoder = DeflateEncoder(identity.deflate_level)
+            self._decoder = DeflateDecoder()
+            self.deflate = True
+            self._write(OK_FRAME)
 
     def _auth(self, command: Command) -> None:
-        if not self.features.auth_required:
+        body = command.body
+        assert isinstance(body, bytes)
+        if self.auth_state is not None:
+            raise protocol_error("E_INVALID", "AUTH already set")
+        auth = self.features.auth
+        if auth is None:
             raise protocol_error("E_AUTH_DISABLED", "AUTH disabled")
-        raise protocol_error("E_AUTH_FAILED", "AUTH failed")
+        secret = body.decode("utf-8", "replace")
+        self._ask_auth_server(secret, self._authenticated)
+
+    def _ask_auth_server(self, secret: str, done: Callable[[Any], None]) -> None:
+        """
+        Query the auth servers; commands wait (and reading pauses) until
+        the answer, which goes to ``done``.  A failure is Go's fatal
+        E_AUTH_FAILED, with the reason logged but not sent (nor the secret).
+        """
+        self._blocked = True
+        self.transport.pauseProducing()  # type: ignore[attr-defined]
+        self._auth_secret = secret
+        host = _go_address(self.transport.getPeer())[1]
+        query = self.features.auth.query(
+            host, self.tls, secret, self._common_name()
+        )
+
+        def answered(state: Any) -> None:
+            if self._dead:
+                return
+            try:
+                done(state)
+            except ProtocolError as error:
+                self._send_error(error)
+                return
+            self._unblock()
+
+        def failed(failure: Failure) -> None:
+            if self._dead:
+                return
+            self._log.warn(
+                "PROTOCOL(V2): [{peer}] AUTH failed {error}",
+                peer=self._peer(),
+                error=failure.getErrorMessage(),
+            )
+            self._send_error(protocol_error("E_AUTH_FAILED", "AUTH failed"))
+
+        query.addCallbacks(answered, failed)
+        query.addErrback(lambda failure: self._log.failure("AUTH", failure))
+
+    def _authenticated(self, state: Any) -> None:
+        """The auth server answered AUTH: keep its authorizations, reply."""
+        self.auth_state = state
+        if not state.authorizations:
+            raise protocol_error("E_UNAUTHORIZED", "AUTH no authorizations found")
+        self._write(
+            encode_frame(
+                FRAME_TYPE_RESPONSE,
+                go_json(
+                    {
+                        "identity": state.identity,
+                        "identity_url": state.identity_url,
+                        "permission_count": len(state.authorizations),
+                    }
+                ),
+            )
+        )
+
+    def _unblock(self) -> None:
+        """The auth server answered: run the held command and what follows."""
+        self._blocked = False
+        self.transport.resumeProducing()  # type: ignore[attr-defined]
+        held, self._held_command = self._held_command, None
+        if held is not None:
+            try:
+                self._handlers[held.name](held)
+            except ProtocolError as error:
+                self._send_error(error)
+                return
+        self._run()
+
+    def _common_name(self) -> str:
+        """The subject common name of the client's TLS certificate, if any."""
+        connection = self._tls_connection()
+        if connection is None:
+            return ""
+        certificate = connection.get_peer_certificate()
+        if certificate is None:
+            return ""
+        return str(certificate.get_subject().commonName or "")
+
+    def _authorized(self, command: Command, topic: str, channel: str) -> bool:
+        """
+        Go's CheckAuth before PUB, MPUB, DPUB and SUB.  ``False`` means the
+        authorizations expired and are being fetched again: the command is
+        held and runs again once they are back.
+
+        :raises ProtocolError: E_AUTH_FIRST, E_UNAUTHORIZED (fatal).
+        """
+        if self.features.auth is None:
+            return True
+        state = self.auth_state
+        verb = command.name.decode("ascii")
+        if state is None:
+            raise protocol_error("E_AUTH_FIRST", "AUTH required before %s" % (verb,))
+        if state.is_expired(self.clock.seconds()):
+            self._held_command = command
+
+            def refreshed(new_state: Any) -> None:
+                self.auth_state = new_state
+
+            self._ask_auth_server(self._auth_secret, refreshed)
+            return False
+        if not state.is_allowed(topic, channel):
+            raise protocol_error(
+                "E_UNAUTHORIZED",
+                "AUTH failed for %s on %s %s" % (verb, go_quote(topic), go_quote(channel)),
+            )
+        return True
 
     def _sub(self, command: Command) -> None:
         self._require_state("SUB", STATE_INIT)
         if self.heartbeat_interval <= 0:
             raise protocol_error("E_INVALID", "cannot SUB with heartbeats disabled")
         topic_name, channel_name = parse_sub(command.params)
+        if not self._authorized(command, topic_name, channel_name):
+            return
         channel = self.broker.get_topic(topic_name).get_channel(channel_name)
         try:
             channel.add_consumer(self)
@@ -383,7 +677,7 @@ class NSQDProtocol(Protocol):
             raise protocol_error("E_SUB_FAILED", "SUB failed %s" % (error,))
         self.channel = channel
         self.state = STATE_SUBSCRIBED
-        self.transport.write(OK_FRAME)
+        self._write(OK_FRAME)
 
     def _rdy(self, command: Command) -> None:
         if self.state == STATE_CLOSING:
@@ -437,12 +731,14 @@ class NSQDProtocol(Protocol):
         self._require_state("CLS", STATE_SUBSCRIBED)
         self.state = STATE_CLOSING
         self.ready_count = 0
-        self.transport.write(CLOSE_WAIT_FRAME)
+        self._write(CLOSE_WAIT_FRAME)
 
     def _pub(self, command: Command) -> None:
         body = command.body
         assert isinstance(body, bytes)
         name = command.params[0].decode("ascii")
+        if not self._authorized(command, name, ""):
+            return
         topic = self.broker.get_topic(name)
         try:
             topic.publish(body)
@@ -450,12 +746,14 @@ class NSQDProtocol(Protocol):
             raise protocol_error("E_PUB_FAILED", "PUB failed %s" % (error,))
         counts = self.pub_counts
         counts[name] = counts.get(name, 0) + 1
-        self.transport.write(OK_FRAME)
+        self._write(OK_FRAME)
 
     def _mpub(self, command: Command) -> None:
         bodies = command.body
         assert isinstance(bodies, list)
         name = command.params[0].decode("ascii")
+        if not self._authorized(command, name, ""):
+            return
         topic = self.broker.get_topic(name)
         try:
             topic.publish_many(bodies)
@@ -463,12 +761,14 @@ class NSQDProtocol(Protocol):
             raise protocol_error("E_MPUB_FAILED", "MPUB failed %s" % (error,))
         counts = self.pub_counts
         counts[name] = counts.get(name, 0) + len(bodies)
-        self.transport.write(OK_FRAME)
+        self._write(OK_FRAME)
 
     def _dpub(self, command: Command) -> None:
         body = command.body
         assert isinstance(body, bytes)
         name = command.params[0].decode("ascii")
+        if not self._authorized(command, name, ""):
+            return
         topic = self.broker.get_topic(name)
         try:
             topic.publish_deferred(body, command.defer_ms / 1000.0)
@@ -476,7 +776,7 @@ class NSQDProtocol(Protocol):
             raise protocol_error("E_DPUB_FAILED", "DPUB failed %s" % (error,))
         counts = self.pub_counts
         counts[name] = counts.get(name, 0) + 1
-        self.transport.write(OK_FRAME)
+        self._write(OK_FRAME)
 
 
 def _go_address(peer: Optional[IAddress]) -> Tuple[str, str]:
