@@ -28,24 +28,6 @@ FIXTURE = "tcp_v2.json"
 #: Cases for features that belong to later issues; not generated until
 #: those issues land (then delete the entry and the case runs).
 LATER_ISSUE_CASES: Dict[str, str] = {
-    # Compression: the adapter's deflate/snappy wrappers after IDENTIFY.
-    "identify_deflate": "issue 5: deflate upgrade",
-    "identify_snappy": "issue 5: snappy upgrade",
-    # Go refuses snappy+deflate only when both are enabled on the server;
-    # txnsq offers neither until the compression issue implements them.
-    "identify_snappy_and_deflate": "issue 5: snappy/deflate upgrade",
-    # AUTH against an auth server (--auth-http-address); the cases without
-    # an auth server (auth_disabled, auth_with_params) do run.
-    "auth_identify_reports_required": "issue 5: AUTH with --auth-http-address",
-    "auth_pub_before_auth": "issue 5: AUTH with --auth-http-address",
-    "auth_sub_before_auth": "issue 5: AUTH with --auth-http-address",
-    "auth_ok": "issue 5: AUTH with --auth-http-address",
-    "auth_sub_denied": "issue 5: AUTH with --auth-http-address",
-    "auth_sub_allowed": "issue 5: AUTH with --auth-http-address",
-    "auth_twice": "issue 5: AUTH with --auth-http-address",
-    "auth_rejected": "issue 5: AUTH with --auth-http-address",
-    "auth_no_authorizations": "issue 5: AUTH with --auth-http-address",
-    "auth_http_pub_not_checked": "issue 5: AUTH with --auth-http-address",
     # TLS: the fixture has no TLS upgrade case (no certificates were used);
     # identify_tls_v1_without_tls_configured needs no TLS and runs.
 }

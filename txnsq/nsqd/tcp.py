@@ -195,6 +195,7 @@ class NSQDProtocol(Protocol):
         self._blocked = False
         self._held_command: Optional[Command] = None
         self._auth_secret = ""
+        self._auth_query: Any = None  # Deferred of a pending auth query
         self._magic = b""
         self._parser = V2CommandParser(
             max_msg_size=options.max_msg_size,
@@ -245,6 +246,9 @@ class NSQDProtocol(Protocol):
         self._dead = True
         self.state = STATE_CLOSED
         self._cancel_timers()
+        query, self._auth_query = self._auth_query, None
+        if query is not None:
+            query.cancel()
         if self.channel is not None:
             channel, self.channel = self.channel, None
             channel.remove_consumer(self)
@@ -569,8 +573,10 @@ class NSQDProtocol(Protocol):
         query = self.features.auth.query(
             host, self.tls, secret, self._common_name()
         )
+        self._auth_query = query
 
         def answered(state: Any) -> None:
+            self._auth_query = None
             if self._dead:
                 return
             try:
@@ -581,6 +587,7 @@ class NSQDProtocol(Protocol):
             self._unblock()
 
         def failed(failure: Failure) -> None:
+            self._auth_query = None
             if self._dead:
                 return
             self._log.warn(
