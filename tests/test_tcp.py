@@ -605,3 +605,85 @@ class ChannelDeletionTests(ProtocolTestCase):
         self.assertTrue(consumer.closed)
         consumer.lose()
         self.assertEqual(self.clock.getDelayedCalls(), [])
+
+
+class OutputBufferingTests(ProtocolTestCase):
+    """With compression, frames of one reactor turn are encoded together."""
+
+    def deflate_client(self, **fields: object) -> Client:
+        from txnsq.nsqd.tcp import ServerFeatures
+
+        self.factory = NSQDFactory(
+            self.broker, self.clock, ServerFeatures(snappy=True, deflate=True)
+        )
+        client = self.connect()
+        client.send(identify(feature_negotiation=True, deflate=True, deflate_level=1, **fields))
+        self.clock.advance(0)
+        return client
+
+    def inflate(self, client: Client, decoder: object) -> List[Tuple[int, bytes]]:
+        data = decoder.decode(client.raw())  # type: ignore[attr-defined]
+        return list(client.parser.feed(data))
+
+    def split_reply(self, client: Client) -> object:
+        """Read the clear IDENTIFY reply; return a decoder for what follows."""
+        from txnsq.protocol.compression import DeflateDecoder
+
+        raw = client.raw()
+        size = struct.unpack(">i", raw[:4])[0]
+        reply, rest = raw[: 4 + size], raw[4 + size :]
+        self.assertEqual(json.loads(reply[8:])["deflate"], True)
+        decoder = DeflateDecoder()
+        self.assertEqual(list(client.parser.feed(decoder.decode(rest))), [(RESPONSE, b"OK")])
+        return decoder
+
+    def test_one_encode_per_turn(self) -> None:
+        """Messages delivered in one turn reach the client in one compressed write, at the turn's end."""
+        client = self.deflate_client()
+        decoder = self.split_reply(client)
+        writes: List[bytes] = []
+        original = client.transport.write
+
+        def record(data: bytes) -> None:
+            writes.append(data)
+            original(data)
+
+        client.transport.write = record  # type: ignore[method-assign]
+        # The commands are compressed too.
+        from txnsq.protocol.compression import DeflateEncoder
+
+        encoder = DeflateEncoder(1)
+        client.send(encoder.encode(b"SUB t c\n"))
+        self.clock.advance(0)
+        self.assertEqual(self.inflate(client, decoder), [(RESPONSE, b"OK")])
+        writes.clear()
+        client.send(encoder.encode(b"RDY 10\n"))
+        self.broker.get_topic("t").publish_many([b"a", b"b", b"c"])
+        self.assertEqual(writes, [])
+        self.clock.advance(0)
+        self.assertEqual(len(writes), 1)
+        bodies = [decode_message(data)[3] for _, data in self.inflate(client, decoder)]
+        self.assertEqual(bodies, [b"a", b"b", b"c"])
+
+    def test_buffer_size_flushes_early(self) -> None:
+        """Past output_buffer_size the buffered frames are written at once."""
+        client = self.deflate_client(output_buffer_size=64)
+        decoder = self.split_reply(client)
+        from txnsq.protocol.compression import DeflateEncoder
+
+        encoder = DeflateEncoder(1)
+        client.send(encoder.encode(b"SUB t c\nRDY 10\n"))
+        self.clock.advance(0)
+        self.inflate(client, decoder)
+        self.broker.get_topic("t").publish_many([b"x" * 100])
+        frames = self.inflate(client, decoder)
+        self.assertEqual([decode_message(data)[3] for _, data in frames], [b"x" * 100])
+
+    def test_buffering_disabled(self) -> None:
+        """output_buffer_timeout -1 writes every frame as it comes."""
+        client = self.deflate_client(output_buffer_timeout=-1)
+        decoder = self.split_reply(client)
+        from txnsq.protocol.compression import DeflateEncoder
+
+        client.send(DeflateEncoder(1).encode(b"SUB t c\n"))
+        self.assertEqual(self.inflate(client, decoder), [(RESPONSE, b"OK")])
