@@ -249,6 +249,12 @@ class NSQDProtocol(Protocol):
         query, self._auth_query = self._auth_query, None
         if query is not None:
             query.cancel()
+        if self.tls and reason is not None and _is_tls_failure(reason):
+            self._log.info(
+                "client({peer}) TLS failed: {error}",
+                peer=self._peer(),
+                error=reason.getErrorMessage(),
+            )
         if self.channel is not None:
             channel, self.channel = self.channel, None
             channel.remove_consumer(self)
@@ -784,6 +790,13 @@ class NSQDProtocol(Protocol):
         counts = self.pub_counts
         counts[name] = counts.get(name, 0) + 1
         self._write(OK_FRAME)
+
+
+def _is_tls_failure(reason: Failure) -> bool:
+    """Whether a connection ended on a TLS error (a failed handshake)."""
+    from OpenSSL import SSL
+
+    return reason.check(SSL.Error) is not None
 
 
 def _go_address(peer: Optional[IAddress]) -> Tuple[str, str]:
