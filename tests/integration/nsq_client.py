@@ -251,3 +251,195 @@ def connect(reactor: Any, port: int, host: str = "127.0.0.1") -> Generator[Any, 
     endpoint = TCP4ClientEndpoint(reactor, host, port, timeout=CONNECT_TIMEOUT)
     client = yield endpoint.connect(Factory.forProtocol(lambda: NSQClient(reactor)))
     return client  # type: ignore[no-any-return]
+
+
+# -- IDENTIFY feature negotiation and the upgrades (TLS, snappy, deflate) --------
+
+from typing import Dict  # noqa: E402
+
+__all__ += ["UpgradingNSQClient", "connect_upgrading"]
+
+
+class UpgradingNSQClient(NSQClient):
+    """
+    An :class:`NSQClient` that also speaks the client side of IDENTIFY
+    feature negotiation and of the upgrades it grants, in NSQ's order: the
+    JSON reply in clear, ``transport.startTLS`` and an ``OK`` inside TLS,
+    then the snappy or deflate codec (``txnsq.protocol.compression``) on
+    both directions and a compressed ``OK``.
+
+    While an upgrade runs, frames are cut one at a time, so that the bytes
+    after each stay undecoded until the codec they belong to is installed.
+
+    :ivar encoder: the compression encoder of what is sent, once upgraded.
+    :ivar decoder: the compression decoder of what is received.
+    :ivar reply: the decoded IDENTIFY JSON reply, once received.
+    """
+
+    def __init__(self, reactor: Any) -> None:
+        NSQClient.__init__(self, reactor)
+        self.encoder: Any = None
+        self.decoder: Any = None
+        self.reply: Optional[Dict[str, Any]] = None
+        self._upgrading: Optional[bytearray] = None
+        self._frame_waiter: "Optional[Deferred[Tuple[int, bytes]]]" = None
+
+    # -- Protocol ------------------------------------------------------------
+
+    def dataReceived(self, data: bytes) -> None:
+        """Decompress, then hand frames to the upgrade or to NSQClient."""
+        if self.decoder is not None:
+            data = self.decoder.decode(data)
+        if self._upgrading is None:
+            if data:
+                NSQClient.dataReceived(self, data)
+            return
+        self._upgrading += data
+        self._next_upgrade_frame()
+
+    def connectionLost(self, reason: Failure = None) -> None:  # type: ignore[assignment]
+        """Fail an upgrade step still waiting, then as NSQClient."""
+        waiter, self._frame_waiter = self._frame_waiter, None
+        if waiter is not None and not waiter.called:
+            waiter.errback(reason)
+        NSQClient.connectionLost(self, reason)
+
+    def _write(self, data: bytes) -> None:
+        if self.encoder is not None:
+            data = self.encoder.encode(data)
+        NSQClient._write(self, data)
+
+    # -- negotiation ---------------------------------------------------------
+
+    def negotiate(self, timeout: float = RESPONSE_TIMEOUT, **fields: Any) -> "Deferred[Dict[str, Any]]":
+        """
+        Send IDENTIFY with ``feature_negotiation`` and ``fields``; a
+        Deferred firing with the decoded JSON reply, or failing with
+        :class:`NSQError` on an error frame.  No upgrade is made yet: call
+        :meth:`upgrade` with the reply next.
+        """
+        import json
+
+        body = json.dumps(dict(fields, feature_negotiation=True)).encode()
+        self._upgrading = bytearray()
+        self._write(b"IDENTIFY\n" + _SIZE.pack(len(body)) + body)
+
+        def decode(frame: Tuple[int, bytes]) -> Dict[str, Any]:
+            frame_type, payload = frame
+            if frame_type == FRAME_TYPE_ERROR:
+                raise NSQError(payload)
+            self.reply = json.loads(payload)
+            return self.reply
+
+        return self._next_frame(timeout).addCallback(decode)
+
+    @inlineCallbacks
+    def upgrade(
+        self, reply: Dict[str, Any], tls_options: Any = None, timeout: float = RESPONSE_TIMEOUT
+    ) -> Generator[Any, Any, None]:
+        """
+        Make the upgrades ``reply`` grants, each confirmed by an ``OK``,
+        then go back to normal frame handling.
+
+        :param tls_options: the client TLS settings for ``startTLS``.
+        :raises NSQError: nsqd answered an upgrade with something but OK.
+        """
+        if reply.get("tls_v1"):
+            self.transport.startTLS(tls_options)  # type: ignore[union-attr]
+            yield self._expect_ok(timeout)
+        if reply.get("snappy"):
+            from txnsq.protocol.compression import SnappyDecoder, SnappyEncoder
+
+            self._install(SnappyEncoder(), SnappyDecoder())
+            yield self._expect_ok(timeout)
+        elif reply.get("deflate"):
+            from txnsq.protocol.compression import DeflateDecoder, DeflateEncoder
+
+            self._install(DeflateEncoder(reply["deflate_level"]), DeflateDecoder())
+            yield self._expect_ok(timeout)
+        rest, self._upgrading = self._upgrading, None
+        if rest:
+            NSQClient.dataReceived(self, bytes(rest))
+
+    @inlineCallbacks
+    def identify(
+        self, tls_options: Any = None, timeout: float = RESPONSE_TIMEOUT, **fields: Any
+    ) -> Generator[Any, Any, Dict[str, Any]]:
+        """
+        :meth:`negotiate` (asking for ``tls_v1`` when ``tls_options`` is
+        given) then :meth:`upgrade`; fires with the reply.
+        """
+        if tls_options is not None:
+            fields.setdefault("tls_v1", True)
+        reply = yield self.negotiate(timeout, **fields)
+        yield self.upgrade(reply, tls_options, timeout)
+        return reply  # type: ignore[no-any-return]
+
+    def when_lost(self, timeout: float = RESPONSE_TIMEOUT) -> "Deferred[None]":
+        """
+        Fires once the connection is closed, without closing it (the reason
+        is then in :attr:`lost`); fails with ``TimeoutError`` if it is still
+        open after ``timeout`` seconds.
+        """
+        done: "Deferred[None]" = Deferred()
+        self._closed.addCallback(lambda _: done.callback(None))
+        return done.addTimeout(timeout, self.reactor)
+
+    @property
+    def tls_version(self) -> str:
+        """The TLS version in use (OpenSSL's ``TLSv1.3``), or ``""``."""
+        get_handle = getattr(self.transport, "getHandle", None)
+        handle = get_handle() if get_handle is not None else None
+        if not hasattr(handle, "get_protocol_version_name"):
+            return ""
+        return handle.get_protocol_version_name()  # type: ignore[no-any-return, union-attr]
+
+    # -- internals -------------------------------------------------------------
+
+    def _install(self, encoder: Any, decoder: Any) -> None:
+        """The codec covers everything after the frame just read."""
+        assert self._upgrading is not None
+        self._upgrading = bytearray(decoder.decode(bytes(self._upgrading)))
+        self.encoder = encoder
+        self.decoder = decoder
+
+    def _expect_ok(self, timeout: float) -> "Deferred[bytes]":
+        def check(frame: Tuple[int, bytes]) -> bytes:
+            frame_type, payload = frame
+            if (frame_type, payload) != (FRAME_TYPE_RESPONSE, b"OK"):
+                raise NSQError(payload)
+            return payload
+
+        return self._next_frame(timeout).addCallback(check)
+
+    def _next_frame(self, timeout: float) -> "Deferred[Tuple[int, bytes]]":
+        waiting: "Deferred[Tuple[int, bytes]]" = Deferred()
+        self._frame_waiter = waiting
+        self._next_upgrade_frame()
+        if self.lost is not None and not waiting.called:
+            self._frame_waiter = None
+            waiting.errback(self.lost)
+        return waiting.addTimeout(timeout, self.reactor)
+
+    def _next_upgrade_frame(self) -> None:
+        """Give the waiting upgrade step the next complete frame, if any."""
+        pending = self._upgrading
+        waiter = self._frame_waiter
+        if waiter is None or pending is None or len(pending) < 8:
+            return
+        (size,) = _SIZE.unpack_from(pending)
+        if len(pending) < 4 + size:
+            return
+        (frame_type,) = _SIZE.unpack_from(pending, 4)
+        payload = bytes(pending[8 : 4 + size])
+        del pending[: 4 + size]
+        self._frame_waiter = None
+        waiter.callback((frame_type, payload))
+
+
+@inlineCallbacks
+def connect_upgrading(reactor: Any, port: int, host: str = "127.0.0.1") -> Generator[Any, Any, UpgradingNSQClient]:
+    """Connect an :class:`UpgradingNSQClient` to nsqd's TCP port (the magic is sent)."""
+    endpoint = TCP4ClientEndpoint(reactor, host, port, timeout=CONNECT_TIMEOUT)
+    client = yield endpoint.connect(Factory.forProtocol(lambda: UpgradingNSQClient(reactor)))
+    return client  # type: ignore[no-any-return]
