@@ -17,6 +17,7 @@ from twisted.internet.address import IPv4Address
 from twisted.internet.error import ConnectionDone
 from twisted.internet.interfaces import ITLSTransport
 from twisted.internet.protocol import Protocol
+from twisted.internet.ssl import TLSVersion
 from twisted.internet.task import Clock
 from twisted.internet.testing import StringTransport
 from twisted.protocols.tls import TLSMemoryBIOFactory, TLSMemoryBIOProtocol
@@ -343,9 +344,20 @@ class TLSUpgradeTests(UpgradeTestCase):
         after = b"".join(pump.to_client[sent_before:])
         self.assertNotIn(OK, after)
         self.assertEqual(after[:1], b"\x16")  # a TLS handshake record
-        self.assertIn(protocol.tls_version, ("TLS1.2", "TLS1.3"))
-        self.assertTrue(protocol.tls_cipher_suite)
+        self.assertEqual(protocol.tls_version, "TLS1.3")
+        self.assertTrue(protocol.tls_cipher_suite.startswith("TLS_"), protocol.tls_cipher_suite)
         self.assertFalse(pump.closed)
+
+    def test_tls12_names_as_go(self) -> None:
+        """Over TLS 1.2, stats name the version and the suite as Go's nsqd does."""
+        self.make_factory(tls=self.tls_options())
+        pump = self.pump()
+        pump.send(negotiate(tls_v1=True))
+        pump.peer.take()
+        pump.start_tls(client_tls_options(lowerMaximumSecurityTo=TLSVersion.TLSv1_2))
+        self.assertEqual(pump.peer.take(), OK)
+        self.assertEqual(pump.server.tls_version, "TLS1.2")
+        self.assertRegex(pump.server.tls_cipher_suite, r"^TLS_ECDHE_(RSA|ECDSA)_WITH_\w+$")
 
     def test_commands_inside_tls(self) -> None:
         """After the upgrade SUB, RDY and messages go through TLS and nothing in clear."""
@@ -457,12 +469,6 @@ class TLSUpgradeTests(UpgradeTestCase):
         self.assertFalse(accepted.closed)
 
 
-#: Why the TLS disconnect tests are expected to fail for now.
-TLS_CLOSE_TODO = (
-    "txnsq bug: NSQDProtocol._abort calls loseConnection, which under TLS waits "
-    "for the peer's close_notify (twisted/twisted#7926); Go nsqd closes at once"
-)
-
 
 class TLSDisconnectTests(UpgradeTestCase):
     """
@@ -499,16 +505,12 @@ class TLSDisconnectTests(UpgradeTestCase):
         self.assertTrue(pump.server._dead)
         self.assertTrue(pump.server_end.disconnecting)
 
-    test_fatal_error.todo = TLS_CLOSE_TODO  # type: ignore[attr-defined]
-
     def test_silent_client(self) -> None:
         """A TLS client silent for two heartbeats is disconnected."""
         pump = self.upgraded()
         self.wait(10)
         self.assertTrue(pump.server._dead)
         self.assertTrue(pump.server_end.disconnecting)
-
-    test_silent_client.todo = TLS_CLOSE_TODO  # type: ignore[attr-defined]
 
     def test_no_handshake(self) -> None:
         """A client that asks for TLS and never starts the handshake is disconnected."""
@@ -518,7 +520,38 @@ class TLSDisconnectTests(UpgradeTestCase):
         self.assertTrue(pump.server._dead)
         self.assertTrue(pump.server_end.disconnecting)
 
-    test_no_handshake.todo = TLS_CLOSE_TODO  # type: ignore[attr-defined]
+    def test_handshake_deadline(self) -> None:
+        """
+        With a long heartbeat, a client that never starts the handshake is
+        still dropped after the five-second handshake deadline, not before.
+        """
+        pump = self.pump()
+        pump.send(negotiate(tls_v1=True, heartbeat_interval=60000))
+        self.wait(4.5)
+        self.assertFalse(pump.server_end.disconnecting)
+        self.wait(1)
+        self.assertTrue(pump.server._dead)
+        self.assertTrue(pump.server_end.disconnecting)
+
+    def test_handshake_done_no_deadline(self) -> None:
+        """A finished handshake cancels the deadline: the client stays."""
+        pump = self.pump()
+        pump.send(negotiate(tls_v1=True, heartbeat_interval=60000))
+        pump.peer.take()
+        pump.start_tls(client_tls_options())
+        self.assertEqual(pump.peer.take(), OK)
+        self.wait(30)
+        self.assertFalse(pump.server_end.disconnecting)
+        pump.send(b"NOP\n")
+        self.assertFalse(pump.closed)
+
+    def test_close_notify_answered(self) -> None:
+        """Once the connection is gone no TLS close timer is left behind."""
+        pump = self.upgraded()
+        pump.client_end.write(b"SUB bad!topic c\n")
+        pump.pump()
+        self.assertTrue(pump.closed)
+        self.assertEqual(self.clock.getDelayedCalls(), [])
 
     def test_plain_silent_client(self) -> None:
         """Without TLS a silent client is disconnected (the same check, for contrast)."""

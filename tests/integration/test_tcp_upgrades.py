@@ -24,6 +24,7 @@ from twisted.web.client import Agent, HTTPConnectionPool
 
 from tests.integration.nsq_client import NSQError, UpgradingNSQClient, connect_upgrading
 from tests.integration.tls_certs import Issued, ServerFiles, client_tls_options, shared_pki, write_server_files
+from txnsq.nsqd import tcp
 from txnsq.testing import RunningNSQD, start_nsqd
 
 #: How long messages may take to arrive.
@@ -322,6 +323,16 @@ class TLSFailureTests(UpgradeTestCase):
         arrived = yield good.wait_messages(1, DELIVERY_TIMEOUT)
         self.assertTrue(arrived)
         self.assertEqual(good.messages[0].body, b"still here")
+
+    @inlineCallbacks
+    def test_handshake_never_started(self) -> Generator[Any, Any, None]:
+        """A client that asks for TLS and never shakes hands is closed at the handshake deadline."""
+        self.patch(tcp, "TLS_HANDSHAKE_TIMEOUT", 0.2)
+        nsqd = yield self.start()
+        silent = yield self.connect(nsqd)
+        reply = yield silent.negotiate(tls_v1=True, heartbeat_interval=60000)
+        self.assertTrue(reply["tls_v1"])
+        yield silent.when_lost()
 
     @inlineCallbacks
     def test_untrusted_server(self) -> Generator[Any, Any, None]:

@@ -15,13 +15,21 @@ from itertools import count as _count
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Set, Tuple
 
 from twisted.internet.address import IPv4Address, IPv6Address, UNIXAddress
-from twisted.internet.interfaces import IAddress, IDelayedCall, IReactorTime, ITransport
+from twisted.internet.interfaces import (
+    IAddress,
+    IDelayedCall,
+    IHandshakeListener,
+    IReactorTime,
+    ITransport,
+)
 from twisted.internet.protocol import Factory, Protocol
 from twisted.logger import Logger
 from twisted.python.failure import Failure
+from zope.interface import implementer
 
 from txnsq import __version__
 from txnsq.nsqd.channel import InFlightError, SubscribeError
+from txnsq.nsqd.tls import cipher_suite_name, tls_version_name
 from txnsq.nsqd.topic import PublishError
 from txnsq.protocol.compression import (
     CompressionError,
@@ -67,6 +75,15 @@ STATE_INIT = 0
 STATE_SUBSCRIBED = 1
 STATE_CLOSING = 2
 STATE_CLOSED = 3
+
+#: Seconds a client has to finish the TLS handshake it asked for (Go's
+#: ``UpgradeTLS`` deadline).
+TLS_HANDSHAKE_TIMEOUT = 5.0
+#: Seconds a closing TLS connection waits for the client's close_notify
+#: before the socket is closed regardless.  Twisted's TLS ``loseConnection``
+#: would wait forever; Go closes after writing its own alert, which it
+#: allows five seconds.
+TLS_CLOSE_TIMEOUT = 5.0
 
 # Go's numbers for these states in stats (stateInit 0, stateDisconnected 1,
 # stateSubscribed 3, stateClosing 4).
@@ -135,6 +152,7 @@ class ServerFeatures:
         )
 
 
+@implementer(IHandshakeListener)
 class NSQDProtocol(Protocol):
     """
     One client connection speaking NSQ's V2 protocol.
@@ -212,6 +230,9 @@ class NSQDProtocol(Protocol):
         self._dead = False
         self._heartbeat_call: Optional[IDelayedCall] = None
         self._read_deadline_call: Optional[IDelayedCall] = None
+        # TLS deadlines: finishing the handshake, and closing.
+        self._handshake_call: Optional[IDelayedCall] = None
+        self._tls_close_call: Optional[IDelayedCall] = None
         self._last_read = 0.0
         self._handlers: Dict[bytes, Callable[[Command], None]] = {
             b"FIN": self._fin,
@@ -246,6 +267,10 @@ class NSQDProtocol(Protocol):
         self._dead = True
         self.state = STATE_CLOSED
         self._cancel_timers()
+        for call in (self._handshake_call, self._tls_close_call):
+            if call is not None and call.active():
+                call.cancel()
+        self._handshake_call = self._tls_close_call = None
         query, self._auth_query = self._auth_query, None
         if query is not None:
             query.cancel()
@@ -345,14 +370,15 @@ class NSQDProtocol(Protocol):
         connection = self._tls_connection()
         if connection is None:
             return ""
-        name = connection.get_protocol_version_name() or ""
-        return name.replace("TLSv", "TLS").replace("SSLv", "SSL")
+        return tls_version_name(connection.get_protocol_version_name() or "")
 
     @property
     def tls_cipher_suite(self) -> str:
-        """The negotiated cipher suite (OpenSSL's name), for stats."""
+        """The negotiated cipher suite (its IANA name, as Go's), for stats."""
         connection = self._tls_connection()
-        return (connection.get_cipher_name() or "") if connection is not None else ""
+        if connection is None:
+            return ""
+        return cipher_suite_name(connection.get_cipher_name() or "")
 
     @property
     def stats_state(self) -> int:
@@ -375,6 +401,39 @@ class NSQDProtocol(Protocol):
         self.channel = None
         if self.transport is not None and not self._dead:
             self._abort()
+
+    def handshakeCompleted(self) -> None:
+        """The TLS handshake is done: the handshake deadline no longer applies."""
+        call, self._handshake_call = self._handshake_call, None
+        if call is not None and call.active():
+            call.cancel()
+
+    def disconnect(self) -> None:
+        """
+        Close the connection once pending writes are flushed; under TLS,
+        after at most :data:`TLS_CLOSE_TIMEOUT` even if the client never
+        answers the close_notify.
+        """
+        self.transport.loseConnection()
+        if self.tls and self._tls_close_call is None and self.state != STATE_CLOSED:
+            self._tls_close_call = self.clock.callLater(
+                TLS_CLOSE_TIMEOUT, self._abort_transport
+            )
+
+    def _abort_transport(self) -> None:
+        self._tls_close_call = None
+        self.transport.abortConnection()  # type: ignore[attr-defined]
+
+    def _handshake_timed_out(self) -> None:
+        self._handshake_call = None
+        self._log.info(
+            "client({peer}) TLS handshake timed out after {seconds}s",
+            peer=self._peer(),
+            seconds=TLS_HANDSHAKE_TIMEOUT,
+        )
+        self._dead = True
+        self._cancel_timers()
+        self._abort_transport()
 
     # -- helpers ---------------------------------------------------------
 
@@ -435,7 +494,7 @@ class NSQDProtocol(Protocol):
         self._cancel_timers()
         if self._out:
             self._flush_output()
-        self.transport.loseConnection()
+        self.disconnect()
 
     def _cancel_timers(self) -> None:
         flush = self._flush_call
@@ -542,6 +601,9 @@ class NSQDProtocol(Protocol):
             # out in clear; the handshake follows, then the OK inside TLS.
             self.transport.startTLS(self.features.tls_options)  # type: ignore[attr-defined]
             self.tls = True
+            self._handshake_call = self.clock.callLater(
+                TLS_HANDSHAKE_TIMEOUT, self._handshake_timed_out
+            )
             self._needs_tls = False
             self._write(OK_FRAME)
         if identity.snappy:
@@ -839,7 +901,7 @@ class NSQDFactory(Factory):
         """Disconnect every client (at shutdown)."""
         for client in list(self.clients):
             if client.transport is not None:
-                client.transport.loseConnection()
+                client.disconnect()
 
     def buildProtocol(self, addr: Optional[IAddress]) -> NSQDProtocol:
         """Make the protocol for one accepted connection."""

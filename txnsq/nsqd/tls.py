@@ -116,3 +116,54 @@ def tls_server_options(options: NSQDOptions) -> Any:
             lambda connection, x509, errno, depth, ok: True,
         )
     return tls
+
+
+#: The TLS 1.0-1.2 cipher suites Go's nsqd names in stats, by OpenSSL's name.
+#: TLS 1.3 suites already carry their IANA names in OpenSSL.
+_IANA_CIPHER_SUITES = {
+    "RC4-SHA": "TLS_RSA_WITH_RC4_128_SHA",
+    "DES-CBC3-SHA": "TLS_RSA_WITH_3DES_EDE_CBC_SHA",
+    "AES128-SHA": "TLS_RSA_WITH_AES_128_CBC_SHA",
+    "AES256-SHA": "TLS_RSA_WITH_AES_256_CBC_SHA",
+    "AES128-SHA256": "TLS_RSA_WITH_AES_128_CBC_SHA256",
+    "AES128-GCM-SHA256": "TLS_RSA_WITH_AES_128_GCM_SHA256",
+    "AES256-GCM-SHA384": "TLS_RSA_WITH_AES_256_GCM_SHA384",
+    "ECDHE-ECDSA-RC4-SHA": "TLS_ECDHE_ECDSA_WITH_RC4_128_SHA",
+    "ECDHE-ECDSA-AES128-SHA": "TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA",
+    "ECDHE-ECDSA-AES256-SHA": "TLS_ECDHE_ECDSA_WITH_AES_256_CBC_SHA",
+    "ECDHE-RSA-RC4-SHA": "TLS_ECDHE_RSA_WITH_RC4_128_SHA",
+    "ECDHE-RSA-DES-CBC3-SHA": "TLS_ECDHE_RSA_WITH_3DES_EDE_CBC_SHA",
+    "ECDHE-RSA-AES128-SHA": "TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA",
+    "ECDHE-RSA-AES256-SHA": "TLS_ECDHE_RSA_WITH_AES_256_CBC_SHA",
+    "ECDHE-ECDSA-AES128-SHA256": "TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA256",
+    "ECDHE-RSA-AES128-SHA256": "TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA256",
+    "ECDHE-RSA-AES128-GCM-SHA256": "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256",
+    "ECDHE-ECDSA-AES128-GCM-SHA256": "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256",
+    "ECDHE-RSA-AES256-GCM-SHA384": "TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384",
+    "ECDHE-ECDSA-AES256-GCM-SHA384": "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384",
+    "ECDHE-RSA-CHACHA20-POLY1305": "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256",
+    "ECDHE-ECDSA-CHACHA20-POLY1305": "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256",
+}
+
+
+def cipher_suite_name(openssl_name: str) -> str:
+    """
+    The IANA name of a cipher suite, as Go's nsqd reports it in stats
+    (``TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256``), from OpenSSL's name
+    (``ECDHE-RSA-AES128-GCM-SHA256``); a suite Go does not know keeps
+    OpenSSL's name.
+    """
+    return _IANA_CIPHER_SUITES.get(openssl_name, openssl_name)
+
+
+def tls_version_name(openssl_name: str) -> str:
+    """
+    A TLS version in Go's nsqd spelling (``TLS1.2``, ``SSL30``) from
+    OpenSSL's (``TLSv1.2``, ``SSLv3``).  Go's nsqd has no name for TLS 1.3
+    and reports ``Unknown 772``; txnsq says ``TLS1.3``.
+    """
+    if openssl_name == "SSLv3":
+        return "SSL30"
+    if openssl_name == "TLSv1":
+        return "TLS1.0"
+    return openssl_name.replace("TLSv", "TLS")
