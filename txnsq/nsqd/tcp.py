@@ -209,7 +209,7 @@ class NSQDProtocol(Protocol):
         self._flush_call: Optional[IDelayedCall] = None
         self._needs_tls = features.tls_required
         # AUTH: the authorizations, and commands held while asking for them.
-        self.auth_state: Any = None  # txnsq.nsqd.auth.AuthState
+        self.auth_state: Any = None  # txnsq.protocol.auth.AuthState
         self._blocked = False
         self._held_command: Optional[Command] = None
         self._auth_secret = ""
