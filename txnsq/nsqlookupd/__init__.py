@@ -1,0 +1,1 @@
+"""nsqlookupd: the discovery daemon NSQ producers register with and consumers query."""
