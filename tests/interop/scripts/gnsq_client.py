@@ -11,17 +11,10 @@ Prints one JSON object per line (``event`` key); exits 0 after ``done``,
 
 from __future__ import annotations
 
-import json
 import sys
 from typing import Any, Dict, List
 
-
-def emit(event: str, **fields: Any) -> None:
-    """Print one JSON event line, flushed at once."""
-    fields["event"] = event
-    sys.stdout.write(json.dumps(fields) + "\n")
-    sys.stdout.flush()
-
+from script_events import emit
 
 try:
     import gevent.monkey

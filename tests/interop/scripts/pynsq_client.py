@@ -11,17 +11,10 @@ imported, 1 on timeout.
 
 from __future__ import annotations
 
-import json
 import sys
 from typing import Any, Dict, List
 
-
-def emit(event: str, **fields: Any) -> None:
-    """Print one JSON event line, flushed at once."""
-    fields["event"] = event
-    sys.stdout.write(json.dumps(fields) + "\n")
-    sys.stdout.flush()
-
+from script_events import emit
 
 try:
     import nsq

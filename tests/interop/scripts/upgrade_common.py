@@ -12,17 +12,10 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import sys
 import urllib.request
 from typing import Any, Dict, List, Optional, Sequence
 
-
-def emit(event: str, **fields: Any) -> None:
-    """Print one JSON event line, flushed at once."""
-    fields["event"] = event
-    sys.stdout.write(json.dumps(fields) + "\n")
-    sys.stdout.flush()
-
+from script_events import emit as emit  # re-exported to the upgrade scripts
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     """``TCP_ADDRESS HTTP_ADDRESS TOPIC`` and the upgrade flags."""
