@@ -23,7 +23,9 @@ The server side is :class:`V1CommandParser` plus the checks
 
 from __future__ import annotations
 
+import codecs
 import json
+import re
 import struct
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
@@ -47,22 +49,80 @@ __all__ = [
     "identify_reply",
     "parse_peer_info",
     "topic_and_channel",
+    "trim_space",
 ]
 
 MAGIC_V1 = b"  V1"
 PING = b"PING\n"
 
-#: Longest command line accepted.  Go's reader has no limit; a real V1 line
-#: is at most ``UNREGISTER`` + two 64-byte names.
-MAX_LINE = 4096
+#: Longest command line buffered while waiting for its newline.  Go's reader
+#: has no limit; a real V1 line is at most ``UNREGISTER`` + two 64-byte
+#: names, and a bound keeps one peer from filling memory.
+MAX_LINE = 64 * 1024
 #: Largest IDENTIFY body accepted.  Go allocates whatever size is sent (and
 #: panics on a negative one); a real body is a few hundred bytes.
 MAX_IDENTIFY_BODY = 1024 * 1024
 
 _SIZE = struct.Struct(">l")
 _USIZE = struct.Struct(">L")
-# strings.TrimSpace: ASCII whitespace (and Unicode spaces, absent from V1).
+# strings.TrimSpace's ASCII whitespace.
 _WHITESPACE = b" \t\n\r\v\f"
+# The non-ASCII runes Go's unicode.IsSpace accepts (TrimSpace falls back to
+# it as soon as a line holds a non-ASCII byte).  Python's str.isspace also
+# counts U+001C..U+001F, which Go does not.
+_UNICODE_SPACES = frozenset(
+    "\t\n\v\f\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005"
+    "\u2006\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000"
+)
+
+
+def trim_space(line: bytes) -> bytes:
+    """
+    Go's ``strings.TrimSpace``: strip leading and trailing ASCII white
+    space and, where the bytes are valid UTF-8, Unicode white space
+    (U+0085, U+00A0, U+2000 ...).  An invalid byte stops the trimming, as
+    Go decodes it to U+FFFD, which is not space.
+    """
+    line = line.strip(_WHITESPACE)
+    if line.isascii():
+        return line
+    start, end = 0, len(line)
+    while start < end:
+        size = _space_at(line, start)
+        if not size:
+            break
+        start += size
+    while end > start:
+        size = _space_before(line, end, start)
+        if not size:
+            break
+        end -= size
+    return line[start:end]
+
+
+def _space_at(data: bytes, at: int) -> int:
+    """The byte length of the white space rune starting at ``at``, else 0."""
+    lead = data[at]
+    size = 1 if lead < 0xC0 else 2 if lead < 0xE0 else 3 if lead < 0xF0 else 4
+    return size if _is_space_rune(data[at : at + size]) else 0
+
+
+def _space_before(data: bytes, end: int, floor: int) -> int:
+    """The byte length of the white space rune ending at ``end``, else 0."""
+    for size in (1, 2, 3, 4):
+        if end - size < floor:
+            return 0
+        if data[end - size] & 0xC0 != 0x80:  # a rune's first byte (Go's RuneStart)
+            return size if _is_space_rune(data[end - size : end]) else 0
+    return 0
+
+
+def _is_space_rune(encoded: bytes) -> bool:
+    try:
+        rune = encoded.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return rune in _UNICODE_SPACES
 
 
 class LookupCommand:
@@ -110,7 +170,7 @@ class V1CommandParser:
                 if len(buf) > MAX_LINE:
                     raise protocol_error("E_INVALID", "command line too long")
                 return None
-            line = bytes(buf[:end]).strip(_WHITESPACE)
+            line = trim_space(bytes(buf[:end]))
             del buf[: end + 1]
             parts = line.split(b" ")
             command = LookupCommand(parts[0], parts[1:])
@@ -235,6 +295,39 @@ _PEER_FIELDS: Tuple[Tuple[str, type], ...] = (
 
 _BAD_JSON = "IDENTIFY failed to decode JSON body"
 
+_FIELD_TYPES: Dict[str, type] = dict(_PEER_FIELDS)
+
+
+class _NotGoJSON(ValueError):
+    """Input Python's decoder takes but Go's refuses (NaN, Infinity)."""
+
+
+class _Pairs(list):  # type: ignore[type-arg]
+    """A JSON object's ``(key, value)`` pairs, in order, repeats kept."""
+
+
+def _refuse_constant(name: str) -> Any:
+    raise _NotGoJSON(name)
+
+
+def _go_fold(key: str) -> str:
+    """
+    A key folded as encoding/json matches object keys to fields: ASCII
+    case-insensitively, plus the two non-ASCII runes that fold onto ASCII
+    letters (U+017F LONG S onto ``s``, U+212A KELVIN SIGN onto ``k``).
+    Python's ``lower``/``casefold`` would also fold ``ß`` onto ``ss``.
+    """
+    folded = []
+    for char in key:
+        if char == "\u017f":
+            char = "s"
+        elif char == "\u212a":
+            char = "k"
+        elif "A" <= char <= "Z":
+            char = chr(ord(char) + 32)
+        folded.append(char)
+    return "".join(folded)
+
 
 def _go_int(value: Any) -> int:
     # A Go int field takes a JSON integer only (no 1.0, no "1"), in int64.
@@ -245,37 +338,62 @@ def _go_int(value: Any) -> int:
     return value
 
 
+def _go_str(value: Any) -> str:
+    if not isinstance(value, str):
+        raise ValueError(value)
+    # Go decodes an escaped lone surrogate (\ud800) to U+FFFD.
+    return _LONE_SURROGATE.sub("\ufffd", value)
+
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _per_byte_replace(error: UnicodeError) -> Tuple[str, int]:
+    # Go's decoder turns every invalid byte into its own U+FFFD.
+    assert isinstance(error, UnicodeDecodeError)
+    return "\ufffd" * (error.end - error.start), error.end
+
+
+codecs.register_error("txnsq-go-replace", _per_byte_replace)
+
+
 def parse_peer_info(body: bytes, remote_address: str, now: float) -> PeerInfo:
     """
     Decode an IDENTIFY body as Go's nsqlookupd does: ``json.Unmarshal``
-    into ``PeerInfo`` (keys matched case-insensitively, unknown keys and
-    ``null`` ignored, wrong types refused), then all of
+    into ``PeerInfo`` (keys matched case-insensitively, a later key
+    overriding an earlier one, unknown keys and ``null`` ignored, wrong
+    types refused, invalid UTF-8 in strings replaced by U+FFFD), then all of
     ``broadcast_address``, ``tcp_port``, ``http_port`` and ``version``
     required.  ``remote_address`` always comes from the connection.
 
     :raises ProtocolError: fatal ``E_BAD_BODY``.
     """
     try:
-        document = json.loads(body.decode("utf-8", "surrogateescape"))
+        document = json.loads(
+            body.decode("utf-8", "txnsq-go-replace"),
+            # Pairs, not a dict: with a repeated key Go keeps the last
+            # non-null value, while a dict would keep a trailing null.
+            object_pairs_hook=_Pairs,
+            parse_constant=_refuse_constant,
+        )
     except ValueError:
         raise protocol_error("E_BAD_BODY", _BAD_JSON)
     if document is None:
-        document = {}
-    if not isinstance(document, dict):
+        # Unmarshalling null into a struct is a no-op.
+        document = _Pairs()
+    if not isinstance(document, _Pairs):
         raise protocol_error("E_BAD_BODY", _BAD_JSON)
     values: Dict[str, Any] = {}
-    for key, value in document.items():
-        lowered = key.lower()
-        for name, kind in _PEER_FIELDS:
-            # Go prefers an exact match, then a case-insensitive one.
-            if key == name or (lowered == name and name not in values):
-                if value is None:
-                    break
-                try:
-                    values[name] = _go_int(value) if kind is int else _go_str(value)
-                except ValueError:
-                    raise protocol_error("E_BAD_BODY", _BAD_JSON)
-                break
+    for key, value in document:
+        name = key if key in _FIELD_TYPES else _go_fold(key)
+        kind = _FIELD_TYPES.get(name)
+        if kind is None or value is None:
+            continue
+        try:
+            values[name] = _go_int(value) if kind is int else _go_str(value)
+        except ValueError:
+            # Go reports the type error once the whole body is decoded.
+            raise protocol_error("E_BAD_BODY", _BAD_JSON)
     peer = PeerInfo(
         id=remote_address,
         remote_address=remote_address,
@@ -289,12 +407,6 @@ def parse_peer_info(body: bytes, remote_address: str, now: float) -> PeerInfo:
     if not (peer.broadcast_address and peer.tcp_port and peer.http_port and peer.version):
         raise protocol_error("E_BAD_BODY", "IDENTIFY missing fields")
     return peer
-
-
-def _go_str(value: Any) -> str:
-    if not isinstance(value, str):
-        raise ValueError(value)
-    return value
 
 
 def identify_reply(
