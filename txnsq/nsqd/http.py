@@ -16,7 +16,7 @@ This module holds the handlers; Go's design around them lives next door:
   request log line and the request readers;
 - :mod:`txnsq.protocol.http_params` and :mod:`txnsq.protocol.go_json`:
   query strings and bodies parsed, and JSON written, as Go does;
-- :mod:`txnsq.nsqd.http_config` (``/config``), :mod:`txnsq.nsqd.pprof`
+- :mod:`txnsq.nsqd.http_config` (``/config``), :mod:`txnsq.nsqd.http_pprof`
   (``/debug/pprof``) and :mod:`txnsq.nsqd.http_site` (the :class:`Site`
   and Go's answer to bytes that are not HTTP).
 
@@ -30,33 +30,23 @@ from __future__ import annotations
 
 import gc
 import socket
-import sys
 from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Optional, Tuple
 
 from klein import Klein
-from twisted.internet.defer import Deferred
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 from twisted.web.iweb import IRequest
 from werkzeug.exceptions import HTTPException
 
 from txnsq import __version__
-from txnsq.nsqd.http_api import HTML_CONTENT_TYPE, JSON_CONTENT_TYPE, TEXT_CONTENT_TYPE, raw_query
+from txnsq.nsqd.http_api import JSON_CONTENT_TYPE, raw_query
 from txnsq.nsqd.http_config import CONFIG_OPTIONS, config_value, set_config_value
+from txnsq.nsqd.http_pprof import PprofHandlers, add_pprof_routes
 from txnsq.nsqd.http_routes import ROUTES, GoRouter
 from txnsq.nsqd.http_routes import go_route as _route
 from txnsq.nsqd.http_site import NSQDSite
 from txnsq.nsqd.options import TLS_REQUIRED
-from txnsq.nsqd.pprof import (
-    ProfilerBusy,
-    ReactorProfiler,
-    memory_summary,
-    pprof_index,
-    profile_pstats,
-    profile_text,
-    thread_list,
-    thread_stacks,
-)
+from txnsq.nsqd.pprof import ReactorProfiler
 from txnsq.nsqd.topic import PublishError
 from txnsq.protocol.go_json import go_json
 from txnsq.protocol.http_params import (
@@ -89,7 +79,7 @@ __all__ = [
 _NS = 1000000000
 
 
-class NSQDHTTPAPI(GoRouter):
+class NSQDHTTPAPI(GoRouter, PprofHandlers):
     """
     The HTTP endpoints of one nsqd.
 
@@ -437,97 +427,8 @@ class NSQDHTTPAPI(GoRouter):
 
     # -- /debug ----------------------------------------------------------
 
-    def _debug_text(self, request: IRequest, text: str, code: int = 200) -> bytes:
-        request.setHeader(b"X-Content-Type-Options", b"nosniff")
-        return self._reply(request, code, text.encode("utf-8"), TEXT_CONTENT_TYPE)
-
-    @_route(app, "GET", "/debug/pprof/", style="raw")
-    def debug_index(self, request: IRequest) -> bytes:
-        """The list of profiles."""
-        request.setHeader(b"X-Content-Type-Options", b"nosniff")
-        return self._reply(request, 200, pprof_index(), HTML_CONTENT_TYPE)
-
-    @_route(app, "GET", "/debug/pprof/cmdline", style="raw")
-    def debug_cmdline(self, request: IRequest) -> bytes:
-        """The command line, NUL separated."""
-        return self._debug_text(request, "\x00".join(sys.argv))
-
-    @_route(app, "GET", "/debug/pprof/symbol", style="raw")
-    def debug_symbol(self, request: IRequest) -> bytes:
-        """Go's symbol lookup: there are no program counters to look up."""
-        return self._debug_text(request, "num_symbols: 0\n")
-
-    @_route(app, "POST", "/debug/pprof/symbol", style="raw")
-    def debug_symbol_lookup(self, request: IRequest) -> bytes:
-        """Go's symbol lookup: there are no program counters to look up."""
-        return self._debug_text(request, "num_symbols: 0\n")
-
-    @_route(app, "GET", "/debug/pprof/profile", style="raw")
-    def debug_profile(self, request: IRequest) -> Any:
-        """
-        cProfile the reactor thread, where all of nsqd's work runs, for
-        ``?seconds=`` (default 30); pstats text, or the marshalled stats
-        with ``format=pstats``.
-        """
-        values, _ = parse_query(raw_query(request)[0])
-        seconds = go_parse_int((values.get("seconds") or [""])[0])
-        if seconds is None or seconds <= 0:
-            seconds = 30
-        binary = (values.get("format") or [""])[0] == "pstats"
-        finished: Deferred[bytes] = Deferred()
-
-        def done(profiler: Any) -> None:
-            if binary:
-                data = profile_pstats(profiler)
-                request.setHeader(
-                    b"Content-Disposition", b'attachment; filename="profile.pstats"'
-                )
-                finished.callback(
-                    self._reply(request, 200, data, b"application/octet-stream")
-                )
-                return
-            finished.callback(self._debug_text(request, profile_text(profiler)))
-
-        try:
-            abandon = self._profiler.start(seconds, done)
-        except (ProfilerBusy, ValueError) as error:
-            # ValueError: another profiler owns the thread.
-            return self._debug_text(
-                request, "Could not enable CPU profiling: %s\n" % (error,), 500
-            )
-        request.notifyFinish().addErrback(  # type: ignore[attr-defined]
-            lambda reason: abandon()
-        )
-        return finished
-
-    @_route(app, "GET", "/debug/pprof/heap", style="raw")
-    def debug_heap(self, request: IRequest) -> bytes:
-        """A memory summary; ``gc=1`` runs a full collection first."""
-        values, _ = parse_query(raw_query(request)[0])
-        if (values.get("gc") or ["0"])[0] not in ("", "0"):
-            gc.collect()
-        return self._debug_text(request, memory_summary())
-
-    @_route(app, "GET", "/debug/pprof/goroutine", style="raw")
-    def debug_goroutine(self, request: IRequest) -> bytes:
-        """Every thread's stack: grouped, or one by one with ``debug=2``."""
-        values, _ = parse_query(raw_query(request)[0])
-        debug = go_parse_int((values.get("debug") or ["0"])[0]) or 0
-        return self._debug_text(request, thread_stacks(debug >= 2))
-
-    @_route(app, "GET", "/debug/pprof/block", style="raw")
-    def debug_block(self, request: IRequest) -> bytes:
-        """Go's blocking profile has no Python equivalent."""
-        return self._debug_text(
-            request,
-            "block profile: not available in Python; GET /debug/pprof/profile "
-            "shows where the reactor thread spends its time\n",
-        )
-
-    @_route(app, "GET", "/debug/pprof/threadcreate", style="raw")
-    def debug_threadcreate(self, request: IRequest) -> bytes:
-        """The live threads."""
-        return self._debug_text(request, thread_list())
+    # Go's pprof handlers, between /config and the two below.
+    add_pprof_routes(app, ROUTES, "/debug/pprof/")
 
     @_route(app, "PUT", "/debug/setblockrate", style="text")
     def debug_setblockrate(self, request: IRequest) -> str:

@@ -57,6 +57,10 @@ class APIBase:
     broker: Broker
     _log: Logger
 
+    def _seconds(self) -> float:
+        """Now, by the clock requests are timed with (the broker's)."""
+        return float(self.broker.clock.seconds())
+
     def _begin(self, request: IRequest) -> None:
         """Headers Go would not send go; nothing gets a default type."""
         request.defaultContentType = None  # type: ignore[attr-defined]
@@ -117,7 +121,7 @@ class APIBase:
             method=request.method.decode("latin-1"),
             uri=request.uri.decode("latin-1"),
             remote=remote,
-            elapsed=format_duration(max(0.0, self.broker.clock.seconds() - started)),
+            elapsed=format_duration(max(0.0, self._seconds() - started)),
         )
 
     # -- reading requests ------------------------------------------------

@@ -100,16 +100,22 @@ ROUTES: List[Route] = []
 
 
 def go_route(
-    app: Klein, method: str, pattern: str, style: str = "v1", logged: bool = True
+    app: Klein,
+    method: str,
+    pattern: str,
+    style: str = "v1",
+    logged: bool = True,
+    routes: Optional[List[Route]] = None,
 ) -> Callable[[Any], Any]:
     """
     Register a handler for one Go route: with Klein (which finds it) and in
-    :data:`ROUTES` (which answers misses).  ``style`` is ``v1``, ``text`` or
-    ``raw`` (the handler writes its own headers).
+    ``routes`` (which answers misses; nsqd's :data:`ROUTES` by default, each
+    daemon has its own table).  ``style`` is ``v1``, ``text`` or ``raw``
+    (the handler writes its own headers).
     """
     # Go's pprof handlers are not decorated, so not logged.
     route = Route(method, pattern, style, logged and style != "raw")
-    ROUTES.append(route)
+    (ROUTES if routes is None else routes).append(route)
 
     def register(handler: Any) -> Any:
         route.handler = handler
@@ -127,9 +133,11 @@ def go_route(
     return register
 
 
-def find_route(method: str, path: str) -> Optional[Tuple[Route, Dict[str, str]]]:
-    """The route for ``method`` and ``path`` and its parameters, if any."""
-    for route in ROUTES:
+def find_route(
+    method: str, path: str, routes: Optional[List[Route]] = None
+) -> Optional[Tuple[Route, Dict[str, str]]]:
+    """The route for ``method`` and ``path`` in ``routes`` and its parameters, if any."""
+    for route in ROUTES if routes is None else routes:
         if route.method == method:
             params = route.match(path)
             if params is not None:
@@ -137,14 +145,14 @@ def find_route(method: str, path: str) -> Optional[Tuple[Route, Dict[str, str]]]
     return None
 
 
-def allowed_methods(path: str, method: str) -> str:
+def allowed_methods(path: str, method: str, routes: Optional[List[Route]] = None) -> str:
     """
-    httprouter's ``Allow`` list for ``path``: the other methods it has a
-    route for, plus ``OPTIONS``, sorted; empty when there is none.
+    httprouter's ``Allow`` list for ``path``: the other methods ``routes``
+    has a route for, plus ``OPTIONS``, sorted; empty when there is none.
     """
     methods = {
         route.method
-        for route in ROUTES
+        for route in (ROUTES if routes is None else routes)
         if route.method != method and route.match(path) is not None
     }
     methods.discard("OPTIONS")
@@ -170,7 +178,9 @@ def clean_path(path: str) -> str:
     return cleaned
 
 
-def redirect_path(method: str, path: str) -> Optional[str]:
+def redirect_path(
+    method: str, path: str, routes: Optional[List[Route]] = None
+) -> Optional[str]:
     """
     Where httprouter redirects a ``method`` request for ``path`` that has
     no route: the path with its trailing slash added or removed, else the
@@ -179,14 +189,16 @@ def redirect_path(method: str, path: str) -> Optional[str]:
     """
     if method == "CONNECT" or path == "/":
         return None
-    routes = [route for route in ROUTES if route.method == method]
-    if not routes:
+    same_method = [
+        route for route in (ROUTES if routes is None else routes) if route.method == method
+    ]
+    if not same_method:
         return None
     if len(path) > 1 and path.endswith("/"):
         toggled = path[:-1]
     else:
         toggled = path + "/"
-    for route in routes:
+    for route in same_method:
         if route.match(toggled) is not None:
             return toggled
     cleaned = clean_path(path)
@@ -194,7 +206,7 @@ def redirect_path(method: str, path: str) -> Optional[str]:
     if cleaned != "/":
         candidates.append(cleaned[:-1] if cleaned.endswith("/") else cleaned + "/")
     for candidate in candidates:
-        for route in routes:
+        for route in same_method:
             if route.match(candidate, fold_case=True) is not None:
                 return route.fill(candidate)
     return None
@@ -227,7 +239,11 @@ class GoRouter(APIBase):
     """
     Dispatch to the Go route a request matches exactly and render the
     result in the route's style; answer a miss as httprouter does.
+
+    :cvar routes: the daemon's route table (nsqd's :data:`ROUTES` here).
     """
+
+    routes: List[Route] = ROUTES
 
     def _tls_refusal(self, request: IRequest) -> Optional[bytes]:
         """A reply refusing every request before it is routed, or None."""
@@ -254,12 +270,12 @@ class GoRouter(APIBase):
         if route is None or params is None:
             # werkzeug and httprouter disagree at the edges (HEAD routed to
             # GET handlers, an absolute-form request target): ours decides.
-            found = find_route(method, path)
+            found = find_route(method, path, self.routes)
             if found is None:
                 return self._miss(request, method, path)
             route, params = found
         handler = route.handler
-        started = self.broker.clock.seconds()
+        started = self._seconds()
         if route.style == "raw":
             return handler(self, request, **params)
         try:
@@ -277,11 +293,11 @@ class GoRouter(APIBase):
 
     def _miss(self, request: IRequest, method: str, path: str) -> bytes:
         """httprouter's answer when no route has this method and path."""
-        target = redirect_path(method, path)
+        target = redirect_path(method, path, self.routes)
         if target is not None:
             return self._redirect(request, method, target)
-        allow = allowed_methods(path, method)
-        started = self.broker.clock.seconds()
+        allow = allowed_methods(path, method, self.routes)
+        started = self._seconds()
         if allow:
             request.setHeader(b"Allow", allow.encode("ascii"))
             if method == "OPTIONS":

@@ -1,0 +1,149 @@
+# -*- test-case-name: tests.test_http -*-
+"""
+Go's ``net/http/pprof`` routes, with Python's equivalents, for any daemon's
+HTTP API (nsqd and nsqlookupd both serve them).
+
+The profiles themselves are :mod:`txnsq.nsqd.pprof`; this module is their
+HTTP side: :class:`PprofHandlers` holds the handlers and
+:func:`add_pprof_routes` registers them in a daemon's Klein app and route
+table.  Go nsqd serves the index at ``/debug/pprof/``, nsqlookupd at
+``/debug/pprof``; the other paths are the same.  As in Go they are not
+logged and write their own headers (``raw`` style).
+"""
+
+from __future__ import annotations
+
+import gc
+import sys
+from typing import Any, Callable, List, Tuple
+
+from klein import Klein
+from twisted.internet.defer import Deferred
+from twisted.web.iweb import IRequest
+
+from txnsq.nsqd.http_api import HTML_CONTENT_TYPE, TEXT_CONTENT_TYPE, APIBase, raw_query
+from txnsq.nsqd.http_routes import Route, go_route
+from txnsq.nsqd.pprof import (
+    ProfilerBusy,
+    ReactorProfiler,
+    memory_summary,
+    pprof_index,
+    profile_pstats,
+    profile_text,
+    thread_list,
+    thread_stacks,
+)
+from txnsq.protocol.http_params import go_parse_int, parse_query
+
+__all__ = ["PprofHandlers", "add_pprof_routes"]
+
+
+class PprofHandlers(APIBase):
+    """
+    The ``/debug/pprof`` handlers.
+
+    :ivar _profiler: the one CPU profiler of the daemon (set by the API's
+        ``__init__``).
+    """
+
+    _profiler: ReactorProfiler
+
+    def _debug_text(self, request: IRequest, text: str, code: int = 200) -> bytes:
+        request.setHeader(b"X-Content-Type-Options", b"nosniff")
+        return self._reply(request, code, text.encode("utf-8"), TEXT_CONTENT_TYPE)
+
+    def debug_index(self, request: IRequest) -> bytes:
+        """The list of profiles."""
+        request.setHeader(b"X-Content-Type-Options", b"nosniff")
+        return self._reply(request, 200, pprof_index(), HTML_CONTENT_TYPE)
+
+    def debug_cmdline(self, request: IRequest) -> bytes:
+        """The command line, NUL separated."""
+        return self._debug_text(request, "\x00".join(sys.argv))
+
+    def debug_symbol(self, request: IRequest) -> bytes:
+        """Go's symbol lookup: there are no program counters to look up."""
+        return self._debug_text(request, "num_symbols: 0\n")
+
+    def debug_profile(self, request: IRequest) -> Any:
+        """
+        cProfile the reactor thread, where all of the daemon's work runs,
+        for ``?seconds=`` (default 30); pstats text, or the marshalled
+        stats with ``format=pstats``.
+        """
+        values, _ = parse_query(raw_query(request)[0])
+        seconds = go_parse_int((values.get("seconds") or [""])[0])
+        if seconds is None or seconds <= 0:
+            seconds = 30
+        binary = (values.get("format") or [""])[0] == "pstats"
+        finished: Deferred[bytes] = Deferred()
+
+        def done(profiler: Any) -> None:
+            if binary:
+                data = profile_pstats(profiler)
+                request.setHeader(
+                    b"Content-Disposition", b'attachment; filename="profile.pstats"'
+                )
+                finished.callback(
+                    self._reply(request, 200, data, b"application/octet-stream")
+                )
+                return
+            finished.callback(self._debug_text(request, profile_text(profiler)))
+
+        try:
+            abandon = self._profiler.start(seconds, done)
+        except (ProfilerBusy, ValueError) as error:
+            # ValueError: another profiler owns the thread.
+            return self._debug_text(
+                request, "Could not enable CPU profiling: %s\n" % (error,), 500
+            )
+        request.notifyFinish().addErrback(  # type: ignore[attr-defined]
+            lambda reason: abandon()
+        )
+        return finished
+
+    def debug_heap(self, request: IRequest) -> bytes:
+        """A memory summary; ``gc=1`` runs a full collection first."""
+        values, _ = parse_query(raw_query(request)[0])
+        if (values.get("gc") or ["0"])[0] not in ("", "0"):
+            gc.collect()
+        return self._debug_text(request, memory_summary())
+
+    def debug_goroutine(self, request: IRequest) -> bytes:
+        """Every thread's stack: grouped, or one by one with ``debug=2``."""
+        values, _ = parse_query(raw_query(request)[0])
+        debug = go_parse_int((values.get("debug") or ["0"])[0]) or 0
+        return self._debug_text(request, thread_stacks(debug >= 2))
+
+    def debug_block(self, request: IRequest) -> bytes:
+        """Go's blocking profile has no Python equivalent."""
+        return self._debug_text(
+            request,
+            "block profile: not available in Python; GET /debug/pprof/profile "
+            "shows where the reactor thread spends its time\n",
+        )
+
+    def debug_threadcreate(self, request: IRequest) -> bytes:
+        """The live threads."""
+        return self._debug_text(request, thread_list())
+
+
+def add_pprof_routes(app: Klein, routes: List[Route], index: str) -> None:
+    """
+    Register Go's pprof routes, in Go's order, in a daemon's Klein ``app``
+    and route table ``routes``; the index page at ``index``.  The API class
+    must inherit :class:`PprofHandlers`.
+    """
+    table: List[Tuple[str, str, Callable[..., Any]]] = [
+        ("GET", index, PprofHandlers.debug_index),
+        ("GET", "/debug/pprof/cmdline", PprofHandlers.debug_cmdline),
+        ("GET", "/debug/pprof/symbol", PprofHandlers.debug_symbol),
+        ("POST", "/debug/pprof/symbol", PprofHandlers.debug_symbol),
+        ("GET", "/debug/pprof/profile", PprofHandlers.debug_profile),
+        ("GET", "/debug/pprof/heap", PprofHandlers.debug_heap),
+        ("GET", "/debug/pprof/goroutine", PprofHandlers.debug_goroutine),
+        ("GET", "/debug/pprof/block", PprofHandlers.debug_block),
+        ("GET", "/debug/pprof/threadcreate", PprofHandlers.debug_threadcreate),
+    ]
+    for method, pattern, handler in table:
+        go_route(app, method, pattern, style="raw", routes=routes)(handler)
