@@ -32,6 +32,7 @@ setup(
     entry_points={
         "console_scripts": [
             "nsqd = txnsq.nsqd.service:main",
+            "nsqlookupd = txnsq.nsqlookupd.service:main",
         ],
     },
     classifiers=[

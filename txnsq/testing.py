@@ -18,6 +18,13 @@ kernel-chosen ports and memory storage::
             ...connect to ("127.0.0.1", self.nsqd.tcp_port)...
             topic = self.nsqd.broker.find_topic("events")
             self.assertEqual(topic.depth(), 0)
+
+An nsqlookupd starts the same way; point an nsqd (or the code under test)
+at it::
+
+    lookupd = yield start_nsqlookupd()
+    self.addCleanup(lookupd.stop)
+    nsqd = yield start_nsqd(["--lookupd-tcp-address=" + lookupd.tcp_address])
 """
 
 from __future__ import annotations
@@ -31,8 +38,11 @@ from twisted.internet.defer import Deferred, inlineCallbacks
 from txnsq.nsqd.broker import Broker
 from txnsq.nsqd.options import NSQDOptions, parse_nsqd_args
 from txnsq.nsqd.service import NSQDService
+from txnsq.nsqlookupd.core import NSQLookupd
+from txnsq.nsqlookupd.options import NSQLookupdOptions, parse_nsqlookupd_args
+from txnsq.nsqlookupd.service import NSQLookupdService
 
-__all__ = ["RunningNSQD", "start_nsqd"]
+__all__ = ["RunningNSQD", "RunningNSQLookupd", "start_nsqd", "start_nsqlookupd"]
 
 
 class RunningNSQD:
@@ -125,3 +135,83 @@ def start_nsqd(
         yield service.stopService()
         raise
     return RunningNSQD(service, data_path)
+
+
+class RunningNSQLookupd:
+    """
+    An nsqlookupd running in this process.
+
+    :ivar host: the address it listens on (``127.0.0.1``).
+    :ivar tcp_port: the bound port of the V1 TCP protocol (for nsqd's
+        ``--lookupd-tcp-address``).
+    :ivar http_port: the bound port of the HTTP API (for consumers).
+    :ivar lookupd: its state (``NSQLookupd``), to inspect registrations
+        (``lookupd.db``).
+    :ivar options: the options it runs with.
+    """
+
+    def __init__(self, service: NSQLookupdService) -> None:
+        self.service = service
+        self.host = "127.0.0.1"
+        ports = service.bound_ports()
+        self.tcp_port = ports["TCP"]
+        self.http_port = ports["HTTP"]
+        self.lookupd: NSQLookupd = service.lookupd
+        self.options: NSQLookupdOptions = service.options
+        self._stopped: Optional[Deferred[None]] = None
+
+    @property
+    def tcp_address(self) -> str:
+        """``host:port`` of the TCP listener, as nsqd's ``--lookupd-tcp-address``."""
+        return "%s:%d" % (self.host, self.tcp_port)
+
+    @property
+    def http_address(self) -> str:
+        """``host:port`` of the HTTP listener, as consumers' lookupd address."""
+        return "%s:%d" % (self.host, self.http_port)
+
+    def stop(self) -> "Deferred[None]":
+        """Stop listening and disconnect producers; idempotent."""
+        if self._stopped is None:
+            self._stopped = self.service.stopService()
+        stopped: Deferred[None] = Deferred()
+
+        def chain(result: object) -> object:
+            stopped.callback(None)
+            return result
+
+        self._stopped.addBoth(chain)
+        return stopped
+
+
+@inlineCallbacks
+def start_nsqlookupd(
+    args: Sequence[str] = (), reactor: Optional[Any] = None, **overrides: Any
+) -> Any:
+    """
+    Start an nsqlookupd in this process; a Deferred firing with
+    :class:`RunningNSQLookupd`.
+
+    :param args: Go-style nsqlookupd flags (``["--tombstone-lifetime=1s"]``).
+    :param reactor: the reactor to run in; the global one when omitted.
+    :param overrides: ``NSQLookupdOptions`` attributes set after the flags.
+
+    Unless given, it listens on ``127.0.0.1:0`` for TCP and HTTP.
+    """
+    # The last occurrence of a flag wins, so ``args`` can override these.
+    options = parse_nsqlookupd_args(
+        ["--tcp-address=127.0.0.1:0", "--http-address=127.0.0.1:0"] + list(args)
+    )
+    for name, value in overrides.items():
+        if not hasattr(options, name):
+            raise TypeError("NSQLookupdOptions has no option %r" % (name,))
+        setattr(options, name, value)
+    options.validate()
+    service = NSQLookupdService(options, reactor)
+    service.startService()
+    try:
+        yield service.whenListening()
+    except BaseException:
+        yield service.stopService()
+        raise
+    return RunningNSQLookupd(service)

@@ -1,7 +1,13 @@
-"""twistd plugins for the txnsq daemons: ``twistd nsqd``."""
+"""twistd plugins for the txnsq daemons: ``twistd nsqd``, ``twistd nsqlookupd``."""
 
 from twisted.application.service import ServiceMaker
 
 nsqd = ServiceMaker(
     "txnsq nsqd", "txnsq.nsqd.tap", "NSQ daemon: the message broker", "nsqd"
+)
+nsqlookupd = ServiceMaker(
+    "txnsq nsqlookupd",
+    "txnsq.nsqlookupd.tap",
+    "NSQ lookup daemon: producer discovery",
+    "nsqlookupd",
 )

@@ -1,14 +1,38 @@
 # -*- test-case-name: tests.test_nsqlookupd_options -*-
 """
-nsqlookupd's settings, with Go nsqlookupd v1.3's flags and defaults.
+nsqlookupd's settings, with Go nsqlookupd v1.3's flags, defaults and help
+texts.
+
+:class:`NSQLookupdOptions` holds them as snake_case attributes
+(``--tombstone-lifetime`` is ``tombstone_lifetime``, in float seconds).
+:func:`parse_nsqlookupd_args` reads a Go-style command line into them, with
+the flag parser the nsqd console script uses (:mod:`txnsq.cli`); listen
+addresses are Go's ``host:port`` or any Twisted server endpoint
+description, as for nsqd.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import socket
 from dataclasses import dataclass, field
+from typing import List, Optional, Sequence
 
-__all__ = ["NSQLookupdOptions"]
+from txnsq import cli
+from txnsq.cli import BOOL, DURATION, STRING, VALUE, Flag
+from txnsq.nsqd.options import (
+    _LOG_LEVEL_LABELS,
+    LOG_LEVELS,
+    _parse_log_level,
+    listen_endpoint_description,
+)
+
+__all__ = [
+    "NSQLookupdOptions",
+    "nsqlookupd_flags",
+    "parse_nsqlookupd_args",
+    "parse_nsqlookupd_args_or_exit",
+]
 
 
 @dataclass
@@ -29,3 +53,133 @@ class NSQLookupdOptions:
     inactive_producer_timeout: float = 300.0
     #: Seconds a tombstoned producer stays hidden for its topic.
     tombstone_lifetime: float = 45.0
+
+    def validate(self) -> None:
+        """
+        Refuse impossible settings; the level name is lower-cased.
+
+        :raises ValueError: naming the flag and what is wrong with it.
+        """
+        if self.log_level.lower() not in LOG_LEVELS:
+            raise ValueError(
+                "invalid log level '%s' (debug, info, warn, error, fatal)" % (self.log_level,)
+            )
+        self.log_level = self.log_level.lower()
+        for name in ("inactive_producer_timeout", "tombstone_lifetime"):
+            value = getattr(self, name)
+            if value < 0:
+                raise ValueError(
+                    "--%s must not be negative (%s)"
+                    % (name.replace("_", "-"), cli.format_duration(value))
+                )
+        for name in ("tcp_address", "http_address"):
+            flag = name.replace("_", "-")
+            address = getattr(self, name)
+            if not address:
+                raise ValueError("--%s must not be empty" % (flag,))
+            try:
+                listen_endpoint_description(address)
+            except ValueError as error:
+                raise ValueError("--%s: %s" % (flag, error))
+        if self.config:
+            raise ValueError(
+                "--config is not supported yet (config file %r): give the "
+                "settings as flags" % (self.config,)
+            )
+
+
+def nsqlookupd_flags(defaults: Optional[NSQLookupdOptions] = None) -> List[Flag]:
+    """
+    nsqlookupd's flag table, in Go's declaration order, with defaults taken
+    from ``defaults`` (a fresh :class:`NSQLookupdOptions` when omitted).
+    """
+    o = defaults if defaults is not None else NSQLookupdOptions()
+    return [
+        Flag("config", STRING, "", "path to config file"),
+        Flag("version", BOOL, False, "print version string"),
+        Flag(
+            "log-level",
+            VALUE,
+            o.log_level,
+            "set log verbosity: debug, info, warn, error, or fatal",
+            parse=_parse_log_level,
+            # Go prints its LogLevel type: INFO, WARNING ...
+            default_text=_LOG_LEVEL_LABELS.get(o.log_level.lower(), o.log_level),
+        ),
+        Flag("log-prefix", STRING, o.log_prefix, "log message prefix"),
+        Flag(
+            "verbose",
+            BOOL,
+            False,
+            "[deprecated] has no effect, use --log-level",
+            ignored=True,
+        ),
+        Flag(
+            "tcp-address",
+            STRING,
+            o.tcp_address,
+            "<addr>:<port> to listen on for TCP clients",
+        ),
+        Flag(
+            "http-address",
+            STRING,
+            o.http_address,
+            "<addr>:<port> to listen on for HTTP clients",
+        ),
+        Flag(
+            "broadcast-address",
+            STRING,
+            o.broadcast_address,
+            "address of this lookupd node, (default to the OS hostname)",
+        ),
+        Flag(
+            "inactive-producer-timeout",
+            DURATION,
+            o.inactive_producer_timeout,
+            "duration of time a producer will remain in the active list since its last ping",
+        ),
+        Flag(
+            "tombstone-lifetime",
+            DURATION,
+            o.tombstone_lifetime,
+            "duration of time a producer will remain tombstoned if registration remains",
+        ),
+    ]
+
+
+def _options_from(
+    parsed: cli.ParsedFlags, defaults: Optional[NSQLookupdOptions]
+) -> NSQLookupdOptions:
+    options = dataclasses.replace(defaults) if defaults is not None else NSQLookupdOptions()
+    for attr, value in parsed.values.items():
+        setattr(options, attr, value)
+    return options
+
+
+def parse_nsqlookupd_args(
+    argv: Sequence[str], defaults: Optional[NSQLookupdOptions] = None
+) -> NSQLookupdOptions:
+    """
+    Parse nsqlookupd's command line (without the program name) into options.
+
+    Arguments after the flags are ignored, as Go nsqlookupd ignores them.
+    The settings are not validated: call :meth:`NSQLookupdOptions.validate`.
+
+    :param defaults: the values of flags not given; Go's defaults if omitted.
+    :raises txnsq.cli.FlagError: for a bad command line (Go's message).
+    :raises txnsq.cli.HelpRequested: for ``-h``/``--help``.
+    """
+    parsed = cli.parse_flags(nsqlookupd_flags(defaults), argv)
+    return _options_from(parsed, defaults)
+
+
+def parse_nsqlookupd_args_or_exit(
+    argv: Sequence[str], defaults: Optional[NSQLookupdOptions] = None
+) -> NSQLookupdOptions:
+    """
+    :func:`parse_nsqlookupd_args` for the console script: on a bad command
+    line print Go's message and the usage to standard error and exit 2; on
+    ``-h`` print the usage and exit 0.
+    """
+    parsed = cli.run_or_exit(nsqlookupd_flags(defaults), argv, "nsqlookupd")
+    return _options_from(parsed, defaults)

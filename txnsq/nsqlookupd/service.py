@@ -1,0 +1,176 @@
+# -*- test-case-name: tests.test_nsqlookupd_service -*-
+"""
+nsqlookupd as a Twisted service: the shared state, its V1 TCP and HTTP
+listeners, and the ``nsqlookupd`` console script that runs them.
+
+Any Twisted application can add :class:`NSQLookupdService` to its service
+tree; ``twistd nsqlookupd`` and the ``nsqlookupd`` console script run the
+same service.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, Dict, List, Optional, Sequence
+
+from twisted.application.service import MultiService
+from twisted.internet.defer import Deferred, DeferredList, maybeDeferred
+from twisted.internet.interfaces import IListeningPort
+from twisted.logger import Logger
+
+from txnsq.nsqd.http_site import NSQDSite
+from txnsq.nsqd.listener import ListeningService, format_address
+from txnsq.nsqd.options import listen_endpoint_description
+from txnsq.nsqd.service import version_string
+from txnsq.nsqlookupd.core import NSQLookupd
+from txnsq.nsqlookupd.options import NSQLookupdOptions
+from txnsq.nsqlookupd.tcp import LookupFactory
+
+__all__ = ["NSQLookupdService", "main"]
+
+
+class NSQLookupdService(MultiService):
+    """
+    One nsqlookupd: its registration database and its TCP (V1 protocol)
+    and HTTP listeners.
+
+    :param options: the daemon's settings.
+    :param reactor: the reactor to listen with and take time from; the
+        global reactor when omitted.
+    :ivar lookupd: the shared state both protocols work on; its
+        ``tcp_port`` and ``http_port`` are the bound ports once listening.
+    """
+
+    _log = Logger()
+
+    def __init__(self, options: NSQLookupdOptions, reactor: Optional[Any] = None) -> None:
+        MultiService.__init__(self)
+        if reactor is None:
+            from twisted.internet import reactor as global_reactor
+
+            reactor = global_reactor
+        # Imported here: the HTTP API is a separate module with its own
+        # dependencies (Klein), and the TCP side must not need them to load.
+        from txnsq.nsqlookupd.http import http_resource
+
+        self.options = options
+        self.reactor = reactor
+        self.lookupd = NSQLookupd(options, reactor)
+        self.tcp_factory = LookupFactory(self.lookupd)
+        self.tcp_listener = ListeningService(
+            "TCP", reactor, listen_endpoint_description(options.tcp_address), self.tcp_factory
+        )
+        # Go's nsqlookupd logs API requests itself; the site keeps no access
+        # log and answers non-HTTP bytes as Go's net/http does.
+        self.http_listener = ListeningService(
+            "HTTP",
+            reactor,
+            listen_endpoint_description(options.http_address),
+            NSQDSite(http_resource(self.lookupd)),
+        )
+        self.tcp_listener.setServiceParent(self)
+        self.http_listener.setServiceParent(self)
+        self._start_logged = False
+
+    def startService(self) -> None:
+        """Log the version, then listen; the bound ports go to :attr:`lookupd`."""
+        if not self._start_logged:
+            self._start_logged = True
+            self._log.info("{version}", version=version_string("nsqlookupd"))
+        MultiService.startService(self)
+
+        def tcp_bound(port: IListeningPort) -> IListeningPort:
+            self.lookupd.tcp_port = self.tcp_listener.bound_port()
+            return port
+
+        def http_bound(port: IListeningPort) -> IListeningPort:
+            self.lookupd.http_port = self.http_listener.bound_port()
+            return port
+
+        # whenListening reports failures to whoever asks; these only record.
+        self.tcp_listener.whenListening().addCallbacks(tcp_bound, lambda failure: None)
+        self.http_listener.whenListening().addCallbacks(http_bound, lambda failure: None)
+
+    def listeners(self) -> List[ListeningService]:
+        """The TCP and HTTP listeners."""
+        return [self.tcp_listener, self.http_listener]
+
+    def bound_ports(self) -> Dict[str, int]:
+        """The ports actually bound, by listener label (``TCP``, ``HTTP``)."""
+        return {listener.label: listener.bound_port() for listener in self.listeners()}
+
+    def whenListening(self) -> "Deferred[None]":
+        """Fires when both listeners are up; fails if either could not listen."""
+        waits = [listener.whenListening() for listener in self.listeners()]
+        done = DeferredList(waits, fireOnOneErrback=True, consumeErrors=True)
+
+        def unwrap(result: object) -> None:
+            return None
+
+        def first_failure(failure: Any) -> Any:
+            return failure.value.subFailure
+
+        done.addCallbacks(unwrap, first_failure)
+        return done  # type: ignore[return-value]
+
+    def stopService(self) -> "Deferred[None]":
+        """Stop listening and disconnect every producer (they unregister)."""
+        for listener in self.listeners():
+            port = listener.port
+            if port is not None:
+                address = port.getHost()
+                host = getattr(address, "host", None)
+                where = (
+                    format_address(host, getattr(address, "port", 0))
+                    if host is not None
+                    else str(getattr(address, "name", address))
+                )
+                self._log.info("{label}: closing {where}", label=listener.label, where=where)
+        stopped = maybeDeferred(MultiService.stopService, self)
+
+        def close(result: object) -> object:
+            self.tcp_factory.close_all()
+            self.lookupd.tcp_port = self.lookupd.http_port = 0
+            return result
+
+        stopped.addBoth(close)
+        return stopped  # type: ignore[return-value]
+
+
+def main(argv: Optional[Sequence[str]] = None) -> None:
+    """The ``nsqlookupd`` console script: Go nsqlookupd's flags, the same service."""
+    from txnsq.nsqlookupd.options import parse_nsqlookupd_args_or_exit
+
+    arguments: List[str] = list(sys.argv[1:] if argv is None else argv)
+    options = parse_nsqlookupd_args_or_exit(arguments)
+    if options.version:
+        sys.stdout.write(version_string("nsqlookupd") + "\n")
+        sys.exit(0)
+    try:
+        options.validate()
+    except ValueError as error:
+        sys.stderr.write("nsqlookupd: %s\n" % (error,))
+        sys.exit(1)
+
+    from twisted.internet import reactor
+
+    from txnsq.logging import start_console_logging
+
+    start_console_logging("nsqlookupd", options.log_level, options.log_prefix)
+    service = NSQLookupdService(options, reactor)
+    outcome = {"code": 0}
+
+    def listen_failed(failure: Any) -> None:
+        # Go exits 1 when it cannot listen; the listener logged why.
+        outcome["code"] = 1
+        reactor.stop()  # type: ignore[attr-defined]
+
+    reactor.callWhenRunning(service.startService)  # type: ignore[attr-defined]
+    reactor.callWhenRunning(  # type: ignore[attr-defined]
+        lambda: service.whenListening().addErrback(listen_failed)
+    )
+    reactor.addSystemEventTrigger(  # type: ignore[attr-defined]
+        "before", "shutdown", service.stopService
+    )
+    reactor.run()  # type: ignore[attr-defined]
+    sys.exit(outcome["code"])
