@@ -5,13 +5,16 @@ shutdown.
 
 from __future__ import annotations
 
+from typing import List, Tuple
+
 from twisted.internet.task import Clock
 from twisted.trial.unittest import SynchronousTestCase
 
 from tests.core_fakes import START, FakeConsumer, RecordingStorage, make_broker, make_options
-from txnsq.nsqd.broker import Broker
+from txnsq.nsqd.broker import Broker, TopologyListener
+from txnsq.nsqd.channel import Channel
 from txnsq.nsqd.guid import guid_node_id
-from txnsq.nsqd.topic import PublishError
+from txnsq.nsqd.topic import PublishError, Topic
 from txnsq.storage.ephemeral import EphemeralQueue
 from txnsq.storage.memory import MemoryStorage
 
@@ -118,3 +121,126 @@ class BrokerTests(SynchronousTestCase):
     def test_clock_start(self) -> None:
         """The test broker's clock starts at a realistic time."""
         self.assertEqual(self.clock.seconds(), START)
+
+
+class RecordingListener(TopologyListener):
+    """Records the topology events it is told, as tuples of names."""
+
+    def __init__(self) -> None:
+        self.events: List[Tuple[str, ...]] = []
+
+    def topic_created(self, topic: Topic) -> None:
+        self.events.append(("topic_created", topic.name))
+
+    def topic_deleted(self, topic: Topic) -> None:
+        self.events.append(("topic_deleted", topic.name))
+
+    def channel_created(self, topic: Topic, channel: Channel) -> None:
+        self.events.append(("channel_created", topic.name, channel.name))
+
+    def channel_deleted(self, topic: Topic, channel: Channel) -> None:
+        self.events.append(("channel_deleted", topic.name, channel.name))
+
+
+class TopologyListenerTests(SynchronousTestCase):
+    """Broker.add_listener: topics and channels coming and going."""
+
+    def setUp(self) -> None:
+        self.broker = make_broker()
+        self.listener = RecordingListener()
+        self.broker.add_listener(self.listener)
+
+    def test_create_and_delete(self) -> None:
+        """Creating and deleting a topic and a channel are told once each, in order."""
+        topic = self.broker.get_topic("t")
+        self.broker.get_topic("t")
+        topic.get_channel("c")
+        topic.get_channel("c")
+        topic.delete_channel("c")
+        self.broker.delete_topic("t")
+        self.assertEqual(
+            self.listener.events,
+            [
+                ("topic_created", "t"),
+                ("channel_created", "t", "c"),
+                ("channel_deleted", "t", "c"),
+                ("topic_deleted", "t"),
+            ],
+        )
+
+    def test_topic_delete_tells_channels_after_topic(self) -> None:
+        """Deleting a topic tells its deletion, then each of its channels' (Go's order)."""
+        topic = self.broker.get_topic("t")
+        topic.get_channel("a")
+        topic.get_channel("b")
+        del self.listener.events[:]
+        self.broker.delete_topic("t")
+        self.assertEqual(
+            self.listener.events,
+            [("topic_deleted", "t"), ("channel_deleted", "t", "a"), ("channel_deleted", "t", "b")],
+        )
+
+    def test_ephemeral_deletion(self) -> None:
+        """An ephemeral channel and topic deleted with their last consumer are told."""
+        topic = self.broker.get_topic("t#ephemeral")
+        channel = topic.get_channel("c#ephemeral")
+        consumer = FakeConsumer(ready_count=1)
+        channel.add_consumer(consumer)
+        channel.remove_consumer(consumer)
+        self.assertEqual(
+            self.listener.events,
+            [
+                ("topic_created", "t#ephemeral"),
+                ("channel_created", "t#ephemeral", "c#ephemeral"),
+                ("channel_deleted", "t#ephemeral", "c#ephemeral"),
+                ("topic_deleted", "t#ephemeral"),
+            ],
+        )
+
+    def test_pause_not_told(self) -> None:
+        """Pausing is not a topology event for listeners (only for on_topology_change)."""
+        changes: List[None] = []
+        self.broker.on_topology_change = lambda: changes.append(None)
+        topic = self.broker.get_topic("t")
+        topic.pause()
+        topic.get_channel("c").pause()
+        self.assertEqual(len(changes), 4)
+        self.assertEqual(
+            self.listener.events, [("topic_created", "t"), ("channel_created", "t", "c")]
+        )
+
+    def test_remove_listener(self) -> None:
+        """A removed listener is told nothing more; removing it twice is harmless."""
+        self.broker.remove_listener(self.listener)
+        self.broker.remove_listener(self.listener)
+        self.broker.get_topic("t")
+        self.assertEqual(self.listener.events, [])
+
+    def test_failing_listener(self) -> None:
+        """A listener that raises is logged; the change and other listeners go on."""
+
+        class Broken(TopologyListener):
+            def topic_created(self, topic: Topic) -> None:
+                raise RuntimeError("boom")
+
+        broken = Broken()
+        self.broker.remove_listener(self.listener)
+        self.broker.add_listener(broken)
+        self.broker.add_listener(self.listener)
+        self.broker.get_topic("t")
+        self.assertEqual(self.listener.events, [("topic_created", "t")])
+        self.assertIn("t", self.broker.topics)
+        self.assertEqual(len(self.flushLoggedErrors(RuntimeError)), 1)
+
+    def test_prepare_topic(self) -> None:
+        """prepare_topic sees each topic get_topic creates, after the listeners."""
+        prepared: List[str] = []
+
+        def prepare(topic: Topic) -> None:
+            prepared.append(topic.name)
+            self.assertEqual(self.listener.events[-1], ("topic_created", topic.name))
+
+        self.broker.prepare_topic = prepare
+        self.broker.get_topic("t")
+        self.broker.get_topic("t")
+        self.assertEqual(prepared, ["t"])

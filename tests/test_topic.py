@@ -155,6 +155,48 @@ class HoldingTests(TopicTestCase):
         self.topic.unpause()
         self.assertEqual(consumer.bodies(), [b"1"])
 
+    def test_started_when_made(self) -> None:
+        """A new topic is not held: it hands messages over as soon as it has a channel."""
+        self.assertFalse(self.topic.held)
+
+    def test_held_until_started(self) -> None:
+        """A held topic keeps messages for every channel created before start()."""
+        self.topic.hold()
+        self.assertTrue(self.topic.held)
+        first = self.consumer("first")
+        self.topic.publish(b"1")
+        self.topic.publish_deferred(b"later", 5)
+        second = self.consumer("second")
+        self.assertEqual(first.received, [])
+        self.assertEqual(self.topic.depth(), 2)
+        self.topic.start()
+        self.assertFalse(self.topic.held)
+        self.assertEqual(first.bodies(), [b"1"])
+        self.assertEqual(second.bodies(), [b"1"])
+        self.assertEqual(self.topic.get_channel("first").deferred_count, 1)
+        self.assertEqual(self.topic.get_channel("second").deferred_count, 1)
+
+    def test_held_and_paused(self) -> None:
+        """Starting a held topic that is paused still holds until unpaused, and the reverse."""
+        consumer = self.consumer()
+        self.topic.hold()
+        self.topic.pause()
+        self.topic.publish(b"1")
+        self.topic.start()
+        self.assertEqual(consumer.received, [])
+        self.topic.hold()
+        self.topic.unpause()
+        self.assertEqual(consumer.received, [])
+        self.topic.start()
+        self.assertEqual(consumer.bodies(), [b"1"])
+
+    def test_start_twice(self) -> None:
+        """start() on a started topic changes nothing."""
+        consumer = self.consumer()
+        self.topic.start()
+        self.topic.publish(b"1")
+        self.assertEqual(consumer.bodies(), [b"1"])
+
     def test_empty(self) -> None:
         """empty() drops the held messages; channels keep theirs."""
         channel = self.topic.get_channel("c")

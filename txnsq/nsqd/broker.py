@@ -9,17 +9,45 @@ injected ``IReactorTime`` and storage from the chosen backend.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 from twisted.internet.interfaces import IReactorTime
+from twisted.logger import Logger
 
+from txnsq.nsqd.channel import Channel
 from txnsq.nsqd.guid import GUIDFactory
 from txnsq.nsqd.topic import Topic
 from txnsq.protocol.names import is_valid_topic_name
 from txnsq.storage.ephemeral import EphemeralStorage
 from txnsq.storage.interfaces import IStorageBackend
 
-__all__ = ["Broker"]
+__all__ = ["Broker", "TopologyListener"]
+
+
+class TopologyListener:
+    """
+    Told when topics and channels come and go (Go nsqd's ``Notify``, which
+    feeds the lookupd registrations).  Subclass it and override what you
+    need; register with :meth:`Broker.add_listener`.
+
+    Every method is called after the change, synchronously.  An exception
+    raised by a listener is logged and does not undo the change.
+    """
+
+    def topic_created(self, topic: Topic) -> None:
+        """``topic`` was created."""
+
+    def topic_deleted(self, topic: Topic) -> None:
+        """
+        ``topic`` was deleted; :meth:`channel_deleted` follows for each of
+        the channels it had.
+        """
+
+    def channel_created(self, topic: Topic, channel: Channel) -> None:
+        """``channel`` was created in ``topic``."""
+
+    def channel_deleted(self, topic: Topic, channel: Channel) -> None:
+        """``channel`` was deleted from ``topic`` (also ephemeral ones left empty)."""
 
 
 class Broker:
@@ -36,8 +64,16 @@ class Broker:
     :ivar exiting: :meth:`close` was called.
     :ivar on_topology_change: called (with no argument) after a topic or
         channel is created, deleted, paused or unpaused; nsqd persists its
-        metadata from there.
+        metadata from there.  Which topic or channel changed is told to the
+        listeners of :meth:`add_listener`.
+    :ivar prepare_topic: when set, called with every topic
+        :meth:`get_topic` creates (after the listeners), before any message
+        goes to its channels: it may :meth:`Topic.hold` the topic while it
+        creates the channels the topic has elsewhere (Go's channel lookup
+        from nsqlookupd), then :meth:`Topic.start` it.
     """
+
+    _log = Logger()
 
     def __init__(self, options: Any, clock: IReactorTime, storage: IStorageBackend) -> None:
         self.options = options
@@ -50,6 +86,8 @@ class Broker:
         self.topics: Dict[str, Topic] = {}
         self.exiting = False
         self.on_topology_change: Optional[Callable[[], None]] = None
+        self.prepare_topic: Optional[Callable[[Topic], None]] = None
+        self._listeners: List[TopologyListener] = []
 
     def __repr__(self) -> str:
         return "<Broker topics=%d>" % (len(self.topics),)
@@ -66,6 +104,11 @@ class Broker:
                 raise ValueError("invalid topic name %r" % (name,))
             topic = self.topics[name] = Topic(self, name)
             self._topology_changed()
+            for listener in list(self._listeners):
+                self._tell(listener.topic_created, topic)
+            prepare = self.prepare_topic
+            if prepare is not None:
+                prepare(topic)
         return topic
 
     def find_topic(self, name: str) -> Optional[Topic]:
@@ -79,8 +122,24 @@ class Broker:
         :raises KeyError: there is no such topic.
         """
         topic = self.topics.pop(name)
+        channels = list(topic.channels.values())
         topic.delete()
         self._topology_changed()
+        # Go unregisters the topic, then each of its channels as it goes.
+        for listener in list(self._listeners):
+            self._tell(listener.topic_deleted, topic)
+            for channel in channels:
+                self._tell(listener.channel_deleted, topic, channel)
+
+    def add_listener(self, listener: TopologyListener) -> None:
+        """Tell ``listener`` about topics and channels from now on."""
+        if listener not in self._listeners:
+            self._listeners.append(listener)
+
+    def remove_listener(self, listener: TopologyListener) -> None:
+        """Stop telling ``listener``; unknown listeners are ignored."""
+        if listener in self._listeners:
+            self._listeners.remove(listener)
 
     def storage_error(self) -> Optional[str]:
         """
@@ -110,6 +169,25 @@ class Broker:
         callback = self.on_topology_change
         if callback is not None:
             callback()
+
+    def _channel_created(self, topic: Topic, channel: Channel) -> None:
+        """Called by ``topic`` once it made ``channel``."""
+        self._topology_changed()
+        for listener in list(self._listeners):
+            self._tell(listener.channel_created, topic, channel)
+
+    def _channel_deleted(self, topic: Topic, channel: Channel) -> None:
+        """Called by ``topic`` once it deleted ``channel``."""
+        self._topology_changed()
+        for listener in list(self._listeners):
+            self._tell(listener.channel_deleted, topic, channel)
+
+    def _tell(self, event: Callable[..., None], *args: Any) -> None:
+        # A broken listener must not leave the topology half changed.
+        try:
+            event(*args)
+        except Exception:
+            self._log.failure("topology listener {event!r} failed", event=event)
 
     def _ephemeral_topic_empty(self, topic: Topic) -> None:
         """An ephemeral topic lost its last channel: delete it."""

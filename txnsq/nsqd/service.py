@@ -15,7 +15,7 @@ import sys
 from typing import Any, Dict, List, Optional, Sequence
 
 from twisted.application.service import MultiService
-from twisted.internet.defer import Deferred, DeferredList, maybeDeferred
+from twisted.internet.defer import Deferred, DeferredList, maybeDeferred, succeed
 from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 from twisted.protocols.tls import TLSMemoryBIOFactory
@@ -24,6 +24,7 @@ from txnsq import __version__
 from txnsq.nsqd.broker import Broker
 from txnsq.nsqd.http import NSQDHTTPAPI, NSQDSite
 from txnsq.nsqd.listener import ListeningService
+from txnsq.nsqd.lookup import LookupService
 from txnsq.logging import set_log_level
 from txnsq.nsqd.stats import collect, to_json, watch_gc
 from txnsq.nsqd.statsd import StatsdService, statsd_prefix
@@ -121,6 +122,9 @@ class NSQDService(MultiService):
         if self.https_listener is not None:
             self.https_listener.setServiceParent(self)
         self.http_api.options_changed = self._option_changed
+        # Not a child service: it starts once the listeners are bound (the
+        # ports it registers are known then), see startService.
+        self.lookup = LookupService(self.broker, options, self.bound_ports, reactor)
         self.statsd: Optional[StatsdService] = None
         if options.statsd_address:
             self.statsd = StatsdService(
@@ -152,6 +156,8 @@ class NSQDService(MultiService):
         """An option was changed at run time (``PUT /config/NAME``)."""
         if name == "log_level":
             set_log_level(self.options.log_level)
+        elif name == "nsqlookupd_tcp_addresses":
+            self.lookup.set_addresses(list(self.options.lookupd_tcp_address))
 
     def open_data(self) -> None:
         """
@@ -181,10 +187,14 @@ class NSQDService(MultiService):
         self.metadata = store
 
     def startService(self) -> None:
-        """Log what starts, open the data path, then start listening."""
+        """
+        Log what starts, open the data path, then start listening; once
+        listening, register with the nsqlookupds.
+        """
         self.open_data()
         watch_gc()
         MultiService.startService(self)
+        self.whenListening().addCallback(self._start_lookup).addErrback(lambda failure: None)
         statsd = self.statsd
         if statsd is not None:
 
@@ -196,6 +206,15 @@ class NSQDService(MultiService):
                 return result
 
             self.whenListening().addCallback(set_prefix).addErrback(lambda failure: None)
+
+    def _start_lookup(self, result: object) -> None:
+        """
+        The listeners are bound: start registering with the nsqlookupds.
+        Topics restored from the data path exist by now, so only topics
+        created by clients from here on look their channels up.
+        """
+        if self.running and not self.lookup.running:
+            self.lookup.startService()
 
     def _log_start(self) -> None:
         """Log the version and node ID, once."""
@@ -230,9 +249,16 @@ class NSQDService(MultiService):
         return done  # type: ignore[return-value]
 
     def stopService(self) -> "Deferred[None]":
-        """Stop listening, disconnect every client, then close the broker."""
+        """
+        Stop listening and leave the nsqlookupds, disconnect every client,
+        then close the broker.
+        """
         self._log.info("TCP: closing {count} clients", count=len(self.tcp_factory.clients))
+        left: Deferred[None] = (
+            self.lookup.stopService() if self.lookup.running else succeed(None)
+        )
         stopped = maybeDeferred(MultiService.stopService, self)
+        stopped.addBoth(lambda result: left.addCallback(lambda _: result))
 
         def close(result: object) -> object:
             self.tcp_factory.close_all()

@@ -43,6 +43,10 @@ class Topic:
         when its last channel is deleted).
     :ivar channels: its channels by name.
     :ivar paused: messages stay in the topic's queue while paused.
+    :ivar held: messages stay in the topic's queue until :meth:`start`:
+        the topic waits for the channels it has elsewhere to be created
+        (Go starts a new topic's message pump only after asking nsqlookupd
+        for them).  A topic is started when made.
     :ivar exiting: the topic was closed or deleted.
     :ivar message_count: messages published to the topic.
     :ivar message_bytes: the total size of their bodies.
@@ -61,6 +65,7 @@ class Topic:
         )
         self.channels: Dict[str, Channel] = {}
         self.paused = False
+        self.held = False
         self.exiting = False
         self.message_count = 0
         self.message_bytes = 0
@@ -199,7 +204,7 @@ class Topic:
             channel = Channel(self, name)
             self.channels[name] = channel
             self._update_targets()
-            self.broker._topology_changed()
+            self.broker._channel_created(self, channel)
         return channel
 
     def find_channel(self, name: str) -> Optional[Channel]:
@@ -216,7 +221,7 @@ class Topic:
         channel = self.channels.pop(name)
         self._update_targets()
         channel.delete()
-        self.broker._topology_changed()
+        self.broker._channel_deleted(self, channel)
         if not self.channels and self.ephemeral and not self.exiting:
             self.broker._ephemeral_topic_empty(self)
 
@@ -242,6 +247,20 @@ class Topic:
         self.paused = False
         self._update_targets()
         self.broker._topology_changed()
+
+    def hold(self) -> None:
+        """
+        Keep published messages in the topic, whatever its channels, until
+        :meth:`start`: channels created meanwhile all get them.
+        """
+        self.held = True
+        self._update_targets()
+
+    def start(self) -> None:
+        """Copy messages to the channels from now on, the held ones first."""
+        if self.held:
+            self.held = False
+            self._update_targets()
 
     def empty(self) -> None:
         """Drop the messages held by the topic (channels keep theirs)."""
@@ -304,7 +323,7 @@ class Topic:
 
     def _update_targets(self) -> None:
         """Recompute where publishes go; hand held messages over."""
-        if self.paused or self.exiting or not self.channels:
+        if self.paused or self.held or self.exiting or not self.channels:
             self._targets = ()
             self._cancel_handover()
             return
