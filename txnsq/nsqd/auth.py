@@ -14,25 +14,13 @@ from __future__ import annotations
 import random
 from typing import Any, Callable, List, Optional, Sequence, Tuple, Union
 
-from twisted.internet.defer import Deferred, succeed
+from twisted.internet.defer import Deferred
 from twisted.internet.error import ConnectError
-from twisted.internet.interfaces import IConsumer, IReactorTime
+from twisted.internet.interfaces import IReactorTime
 from twisted.python.failure import Failure
-from twisted.web.client import (
-    Agent,
-    BrowserLikePolicyForHTTPS,
-    HTTPConnectionPool,
-    PartialDownloadError,
-    ResponseFailed,
-    _HTTP11ClientFactory,
-    readBody,
-)
-from twisted.web.http_headers import Headers
-from twisted.web.iweb import IBodyProducer, IPolicyForHTTPS, IResponse
-from zope.interface import implementer
+from twisted.web.iweb import IPolicyForHTTPS
 
-from txnsq import __version__
-from txnsq.protocol.errors import go_quote
+from txnsq.http_client import GoHTTPClient, RequestTimedOut, describe_failure, status_error_text
 from txnsq.protocol.auth import (
     AuthError,
     AuthState,
@@ -43,47 +31,12 @@ from txnsq.protocol.auth import (
 
 __all__ = ["AuthClient"]
 
-#: What Go's ``http_api`` client sends with every request.
-_ACCEPT = b"application/vnd.nsq; version=1.0"
-
-
-@implementer(IBodyProducer)
-class _BytesProducer:
-    """A request body that is one ``bytes``."""
-
-    def __init__(self, body: bytes) -> None:
-        self._body = body
-        self.length = len(body)
-
-    def startProducing(self, consumer: IConsumer) -> Deferred[None]:
-        consumer.write(self._body)
-        return succeed(None)
-
-    def pauseProducing(self) -> None:
-        pass
-
-    def resumeProducing(self) -> None:
-        pass
-
-    def stopProducing(self) -> None:
-        pass
-
-
-class _QuietHTTP11ClientFactory(_HTTP11ClientFactory):
-    """The Agent's connection factory, without its start and stop log lines."""
-
-    noisy = False
-
 
 def _describe(error: Optional[BaseException]) -> str:
     """One line about a failed attempt; never the request URL."""
-    if isinstance(error, AuthError):
+    if isinstance(error, (AuthError, ConnectError)):
         return str(error)
-    if isinstance(error, ResponseFailed):
-        return "; ".join(reason.getErrorMessage() for reason in error.reasons)
-    if isinstance(error, ConnectError):
-        return str(error)
-    return "%s: %s" % (type(error).__name__, error)
+    return describe_failure(error)
 
 
 class AuthClient:
@@ -135,15 +88,8 @@ class AuthClient:
         self.request_timeout = request_timeout
         self._clock: IReactorTime = clock if clock is not None else reactor
         self._pick_start = pick_start if pick_start is not None else random.randrange
-        pool = HTTPConnectionPool(reactor, persistent=False)
-        # Every query would otherwise log "Starting factory" and "Stopping
-        # factory" lines; _factory is the pool's (long-standing) hook.
-        pool._factory = _QuietHTTP11ClientFactory
-        self._agent = Agent(
-            reactor,
-            contextFactory=tls_policy if tls_policy is not None else BrowserLikePolicyForHTTPS(),
-            connectTimeout=connect_timeout,
-            pool=pool,
+        self._http = GoHTTPClient(
+            reactor, connect_timeout, request_timeout, clock=self._clock, tls_policy=tls_policy
         )
 
     def query(
@@ -219,59 +165,17 @@ class AuthClient:
             url = https_endpoint(url, content)
             code, phrase, content = await self._fetch(method, url, body)
         if code != 200:
-            raise AuthError(
-                "got response %d %s %s"
-                % (code, phrase.decode("latin-1"), go_quote(content))
-            )
+            raise AuthError(status_error_text(code, phrase, content))
         return parse_auth_response(content, self._clock.seconds())
 
     async def _fetch(
         self, method: str, url: str, body: Optional[bytes]
     ) -> Tuple[int, bytes, bytes]:
-        headers = Headers({b"Accept": [_ACCEPT], b"User-Agent": [b"txnsq/" + __version__.encode()]})
-        producer = None
-        if body is not None:
-            headers.addRawHeader(b"Content-Type", b"application/json")
-            producer = _BytesProducer(body)
         try:
-            uri = url.encode("ascii")
+            requested = self._http.request(method, url, body)
         except UnicodeEncodeError:
             raise AuthError("invalid auth address (not ASCII)")
-        requested = self._agent.request(
-            method.encode("ascii"), uri, headers, producer
-        ).addCallback(_read_response)
-        timed_out = []
-
-        def time_out() -> None:
-            timed_out.append(True)
-            requested.cancel()
-
-        # Not Deferred.addTimeout: the Agent turns a cancelled connection
-        # attempt into ConnectingCancelledError, which it would not see as
-        # its own timeout.
-        timer = self._clock.callLater(self.request_timeout, time_out)
         try:
             return await requested
-        except Exception:
-            if timed_out:
-                raise AuthError(
-                    "request timed out (Client.Timeout %gs exceeded)" % (self.request_timeout,)
-                )
-            raise
-        finally:
-            if timer.active():
-                timer.cancel()
-
-
-def _read_response(response: IResponse) -> Deferred[Tuple[int, bytes, bytes]]:
-    def body_read(content: bytes) -> Tuple[int, bytes, bytes]:
-        return response.code, response.phrase, content
-
-    def cut_short(failure: Any) -> Tuple[int, bytes, bytes]:
-        # A body ended by the server closing the connection is a whole body
-        # to Go's io.ReadAll.
-        failure.trap(PartialDownloadError)
-        return response.code, response.phrase, failure.value.response or b""
-
-    reading = readBody(response)
-    return reading.addCallbacks(body_read, cut_short)
+        except RequestTimedOut as error:
+            raise AuthError(str(error))

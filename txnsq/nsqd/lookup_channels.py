@@ -16,34 +16,13 @@ from twisted.internet.defer import Deferred, DeferredList
 from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 from twisted.python.failure import Failure
-from twisted.web.client import (
-    Agent,
-    HTTPConnectionPool,
-    PartialDownloadError,
-    ResponseFailed,
-    _HTTP11ClientFactory,
-    readBody,
-)
-from twisted.web.http_headers import Headers
-from twisted.web.iweb import IResponse
 
-from txnsq import __version__
-from txnsq.protocol.errors import go_quote
+from txnsq.http_client import GoHTTPClient, RequestTimedOut, describe_failure, status_error_text
 
 __all__ = ["ChannelLookupError", "TopicChannelsClient"]
 
-#: What Go's ``http_api`` client sends with every request.
-_ACCEPT = b"application/vnd.nsq; version=1.0"
-
-
 class ChannelLookupError(Exception):
     """No lookupd could be asked, or one of them gave no usable answer."""
-
-
-class _QuietHTTP11ClientFactory(_HTTP11ClientFactory):
-    """The Agent's connection factory, without its start and stop log lines."""
-
-    noisy = False
 
 
 class TopicChannelsClient:
@@ -69,12 +48,7 @@ class TopicChannelsClient:
         clock: Optional[IReactorTime] = None,
     ) -> None:
         self.request_timeout = request_timeout
-        self._clock: Any = clock if clock is not None else reactor
-        pool = HTTPConnectionPool(reactor, persistent=False)
-        # _factory is the pool's (long-standing) hook; without it every
-        # query logs "Starting factory" and "Stopping factory".
-        pool._factory = _QuietHTTP11ClientFactory
-        self._agent = Agent(reactor, connectTimeout=connect_timeout, pool=pool)
+        self._http = GoHTTPClient(reactor, connect_timeout, request_timeout, clock=clock)
 
     def topic_channels(
         self, topic: str, addresses: Sequence[str]
@@ -110,34 +84,12 @@ class TopicChannelsClient:
     async def _query(self, address: str, topic: str) -> List[str]:
         url = "http://%s/channels?topic=%s" % (address, quote_plus(topic))
         self._log.info("CI: querying nsqlookupd {url}", url=url)
-        headers = Headers(
-            {b"Accept": [_ACCEPT], b"User-Agent": [b"txnsq/" + __version__.encode()]}
-        )
-        requested = self._agent.request(b"GET", url.encode("ascii"), headers).addCallback(
-            _read_response
-        )
-        timed_out = []
-
-        def time_out() -> None:
-            timed_out.append(True)
-            requested.cancel()
-
-        timer = self._clock.callLater(self.request_timeout, time_out)
         try:
-            code, phrase, content = await requested
-        except Exception:
-            if timed_out:
-                raise ChannelLookupError(
-                    "request timed out (Client.Timeout %gs exceeded)" % (self.request_timeout,)
-                )
-            raise
-        finally:
-            if timer.active():
-                timer.cancel()
+            code, phrase, content = await self._http.request("GET", url)
+        except RequestTimedOut as error:
+            raise ChannelLookupError(str(error))
         if code != 200:
-            raise ChannelLookupError(
-                "got response %d %s %s" % (code, phrase.decode("latin-1"), go_quote(content))
-            )
+            raise ChannelLookupError(status_error_text(code, phrase, content))
         return _parse_channels(content)
 
 
@@ -172,19 +124,4 @@ def _describe(failure: Failure) -> str:
     error = failure.value
     if isinstance(error, ChannelLookupError):
         return str(error)
-    if isinstance(error, ResponseFailed):
-        return "; ".join(reason.getErrorMessage() for reason in error.reasons)
-    return "%s: %s" % (type(error).__name__, error)
-
-
-def _read_response(response: IResponse) -> "Deferred[Tuple[int, bytes, bytes]]":
-    def body_read(content: bytes) -> Tuple[int, bytes, bytes]:
-        return response.code, response.phrase, content
-
-    def cut_short(failure: Any) -> Tuple[int, bytes, bytes]:
-        # A body ended by the server closing the connection is a whole body
-        # to Go's io.ReadAll.
-        failure.trap(PartialDownloadError)
-        return response.code, response.phrase, failure.value.response or b""
-
-    return readBody(response).addCallbacks(body_read, cut_short)
+    return describe_failure(error)

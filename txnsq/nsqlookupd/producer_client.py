@@ -15,20 +15,17 @@ replace with a recorder; :class:`AgentProducerClient` is the real one.
 
 from __future__ import annotations
 
-from typing import Any, Iterable, List, Optional
+from typing import Any, Iterable, List, Optional, Tuple
 from urllib.parse import urlencode
 
 from twisted.internet.defer import Deferred, maybeDeferred
 from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 from twisted.python.failure import Failure
-from twisted.web.client import Agent, HTTPConnectionPool, ResponseFailed
-from twisted.web.http_headers import Headers
 from zope.interface import Interface, implementer
 
 from txnsq import __version__
-from txnsq.nsqd.auth import _QuietHTTP11ClientFactory, _read_response
-from txnsq.protocol.errors import go_quote
+from txnsq.http_client import GoHTTPClient, RequestTimedOut, describe_failure, status_error_text
 from txnsq.protocol.lookup_v1 import PeerInfo
 from txnsq.protocol.names import is_valid_channel_name, is_valid_topic_name
 
@@ -43,10 +40,6 @@ __all__ = [
 #: nsqadmin's ``--http-client-connect-timeout`` and ``--http-client-request-timeout``.
 DEFAULT_CONNECT_TIMEOUT = 2.0
 DEFAULT_REQUEST_TIMEOUT = 5.0
-
-#: What Go's ``http_api`` client sends with every request.
-_ACCEPT = b"application/vnd.nsq; version=1.0"
-
 
 class ProducerRequestError(Exception):
     """A producer did not answer 200 (Go's ``got response ...``), or timed out."""
@@ -84,47 +77,27 @@ class AgentProducerClient:
         :param reactor: makes the connections (``IReactorTCP``, name
             resolution) and, unless ``clock`` is given, times them.
         """
-        self.request_timeout = request_timeout
-        self._clock: IReactorTime = clock if clock is not None else reactor
-        pool = HTTPConnectionPool(reactor, persistent=False)
-        # The pool's factory logs a start and a stop line per request.
-        pool._factory = _QuietHTTP11ClientFactory
-        self._agent = Agent(reactor, connectTimeout=connect_timeout, pool=pool)
+        self._http = GoHTTPClient(
+            reactor,
+            connect_timeout,
+            request_timeout,
+            clock=clock,
+            user_agent=b"txnsq-nsqlookupd/" + __version__.encode("ascii"),
+        )
 
     def post(self, url: str) -> "Deferred[None]":
         """POST to ``url``; see :meth:`IProducerHTTPClient.post`."""
-        headers = Headers(
-            {b"Accept": [_ACCEPT], b"User-Agent": [b"txnsq-nsqlookupd/" + __version__.encode()]}
-        )
-        requested = self._agent.request(b"POST", url.encode("ascii"), headers, None)
-        requested.addCallback(_read_response)
-        timed_out: List[bool] = []
 
-        def time_out() -> None:
-            timed_out.append(True)
-            requested.cancel()
-
-        # Not Deferred.addTimeout: the Agent reports a cancelled connection
-        # attempt as its own error, which addTimeout would not recognise.
-        timer = self._clock.callLater(self.request_timeout, time_out)
-
-        def finished(result: Any) -> Any:
-            if timer.active():
-                timer.cancel()
-            if isinstance(result, Failure):
-                if timed_out:
-                    raise ProducerRequestError(
-                        "request timed out (Client.Timeout %gs exceeded)" % (self.request_timeout,)
-                    )
-                return result
-            code, phrase, content = result
+        def check(reply: Tuple[int, bytes, bytes]) -> None:
+            code, phrase, content = reply
             if code != 200:
-                raise ProducerRequestError(
-                    "got response %d %s %s" % (code, phrase.decode("latin-1"), go_quote(content))
-                )
-            return None
+                raise ProducerRequestError(status_error_text(code, phrase, content))
 
-        return requested.addBoth(finished)
+        def timed_out(failure: Failure) -> None:
+            failure.trap(RequestTimedOut)
+            raise ProducerRequestError(failure.getErrorMessage())
+
+        return self._http.request("POST", url).addCallbacks(check, timed_out)
 
 
 def producer_http_address(peer: PeerInfo) -> str:
@@ -140,9 +113,7 @@ def _describe(failure: Failure) -> str:
     error = failure.value
     if isinstance(error, ProducerRequestError):
         return str(error)
-    if isinstance(error, ResponseFailed):
-        return "; ".join(reason.getErrorMessage() for reason in error.reasons)
-    return "%s: %s" % (type(error).__name__, error)
+    return describe_failure(error)
 
 
 class ProducerDeletions:
