@@ -16,7 +16,8 @@ from twisted.internet.protocol import Protocol
 from twisted.trial.unittest import SynchronousTestCase, TestCase
 
 from txnsq.nsqd.options import parse_nsqd_args
-from txnsq.nsqd.service import NSQDService, version_string
+from txnsq.cli import version_string
+from txnsq.nsqd.service import NSQDService
 from txnsq.protocol.frames import FrameParser
 from txnsq.protocol.message import decode_message
 

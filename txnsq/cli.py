@@ -31,6 +31,7 @@ Go's duration syntax (``1m30s``, ``100ms``, ``1.5h``, ``1µs``) is parsed by
 from __future__ import annotations
 
 import math
+import platform
 import re
 import sys
 from decimal import Decimal
@@ -47,7 +48,10 @@ from typing import (
     Union,
 )
 
+from txnsq import __version__
+
 __all__ = [
+    "version_string",
     "BOOL",
     "BOOL_VALUE",
     "DURATION",
@@ -844,3 +848,13 @@ def format_duration_ns(nanoseconds: int) -> str:
 def format_duration(seconds: float) -> str:
     """Render float seconds as Go prints a ``time.Duration`` (``90.0`` -> ``1m30s``)."""
     return format_duration_ns(int(round(seconds * _SECOND)))
+
+
+def version_string(program: str) -> str:
+    """``nsqd v0.1.0 (built w/CPython 3.11.7)``, in the shape of Go's."""
+    return "%s v%s (built w/%s %s)" % (
+        program,
+        __version__,
+        platform.python_implementation(),
+        platform.python_version(),
+    )

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import IO, Any, Dict, Optional
+from typing import IO, Any, Dict, Optional, Tuple
 
 from twisted.logger import (
     FilteringLogObserver,
@@ -22,6 +22,8 @@ from twisted.logger import (
     globalLogBeginner,
 )
 from zope.interface import implementer
+
+from txnsq.cli import FlagValueError
 
 _LEVEL_NAMES: Dict[str, LogLevel] = {
     "debug": LogLevel.debug,
@@ -39,6 +41,34 @@ _LEVEL_LABELS: Dict[LogLevel, str] = {
     LogLevel.error: "ERROR",
     LogLevel.critical: "FATAL",
 }
+
+
+#: Go NSQ's ``--log-level`` names (any case), lowest first.
+LOG_LEVELS: Tuple[str, ...] = ("debug", "info", "warn", "error", "fatal")
+
+#: How Go's usage text shows a default level (``(default INFO)``).
+LOG_LEVEL_LABELS: Dict[str, str] = {
+    "debug": "DEBUG",
+    "info": "INFO",
+    "warn": "WARNING",
+    "error": "ERROR",
+    "fatal": "FATAL",
+}
+
+
+def parse_log_level_flag(text: str) -> str:
+    """
+    The ``--log-level`` flag's value as Go's ``lg.LogLevel.Set`` reads it:
+    a level name in any case, kept lower-case.
+
+    :raises txnsq.cli.FlagValueError: for another name (Go's message).
+    """
+    level = text.lower()
+    if level not in LOG_LEVELS:
+        raise FlagValueError(
+            "invalid log level '%s' (debug, info, warn, error, fatal)" % (text,)
+        )
+    return level
 
 
 def parse_log_level(name: str) -> LogLevel:

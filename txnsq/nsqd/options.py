@@ -27,6 +27,7 @@ from functools import lru_cache
 from typing import Any, Dict, FrozenSet, List, Optional, Sequence, Tuple
 
 from txnsq import cli
+from txnsq.logging import LOG_LEVEL_LABELS, LOG_LEVELS, parse_log_level_flag
 from txnsq.cli import (
     BOOL,
     BOOL_VALUE,
@@ -67,9 +68,6 @@ TLS_VERSIONS: Dict[str, int] = {
     "tls1.2": 0x0303,
     "tls1.3": 0x0304,
 }
-
-# --log-level names Go accepts (in any case), lowest first.
-LOG_LEVELS: Tuple[str, ...] = ("debug", "info", "warn", "error", "fatal")
 
 _TLS_CLIENT_AUTH_POLICIES: FrozenSet[str] = frozenset(["", "require", "require-verify"])
 _AUTH_HTTP_REQUEST_METHODS: FrozenSet[str] = frozenset(["get", "post"])
@@ -299,16 +297,6 @@ def _flag_name(attr: str) -> str:
 # --- the flag table ---------------------------------------------------------
 
 
-def _parse_log_level(text: str) -> str:
-    """lg.LogLevel.Set: a level name in any case."""
-    level = text.lower()
-    if level not in LOG_LEVELS:
-        raise FlagValueError(
-            "invalid log level '%s' (debug, info, warn, error, fatal)" % (text,)
-        )
-    return level
-
-
 def _parse_tls_required(text: str) -> int:
     """tlsRequiredOption.Set: ``tcp-https`` or a Go boolean, in any case."""
     lowered = text.lower()
@@ -364,9 +352,9 @@ def nsqd_flags(defaults: Optional[NSQDOptions] = None) -> List[Flag]:
             VALUE,
             o.log_level,
             "set log verbosity: debug, info, warn, error, or fatal",
-            parse=_parse_log_level,
+            parse=parse_log_level_flag,
             # Go prints its LogLevel type: INFO, WARNING ...
-            default_text=_LOG_LEVEL_LABELS.get(o.log_level.lower(), o.log_level),
+            default_text=LOG_LEVEL_LABELS.get(o.log_level.lower(), o.log_level),
         ),
         Flag("log-prefix", STRING, o.log_prefix, "log message prefix"),
         Flag(
@@ -672,15 +660,6 @@ def nsqd_flags(defaults: Optional[NSQDOptions] = None) -> List[Flag]:
         # txnsq's own
         Flag("storage", STRING, o.storage, _storage_help),
     ]
-
-
-_LOG_LEVEL_LABELS = {
-    "debug": "DEBUG",
-    "info": "INFO",
-    "warn": "WARNING",
-    "error": "ERROR",
-    "fatal": "FATAL",
-}
 
 
 def _options_from(parsed: cli.ParsedFlags, defaults: Optional[NSQDOptions]) -> NSQDOptions:

@@ -10,7 +10,6 @@ Any Twisted application can add :class:`NSQDService` to its service tree;
 from __future__ import annotations
 
 import os
-import platform
 import sys
 from typing import Any, Dict, List, Optional, Sequence
 
@@ -20,7 +19,7 @@ from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 from twisted.protocols.tls import TLSMemoryBIOFactory
 
-from txnsq import __version__
+from txnsq.cli import version_string
 from txnsq.nsqd.broker import Broker
 from txnsq.nsqd.http import NSQDHTTPAPI, NSQDSite
 from txnsq.nsqd.listener import ListeningService
@@ -33,16 +32,6 @@ from txnsq.nsqd.options import NSQDOptions, listen_endpoint_description
 from txnsq.nsqd.tcp import NSQDFactory, ServerFeatures
 from txnsq.nsqd.tls import TLSConfigError, tls_server_options
 from txnsq.storage.plugins import get_storage_backend
-
-
-def version_string(program: str) -> str:
-    """``nsqd v0.1.0 (built w/CPython 3.11.7)``, in the shape of Go's."""
-    return "%s v%s (built w/%s %s)" % (
-        program,
-        __version__,
-        platform.python_implementation(),
-        platform.python_version(),
-    )
 
 
 class NSQDService(MultiService):

@@ -94,7 +94,8 @@ def makeService(options: Options) -> "NSQDService":
     The service ``twistd nsqd`` runs: the same :class:`NSQDService` as the
     console script, with console logging left to twistd.
     """
-    from txnsq.nsqd.service import NSQDService, version_string
+    from txnsq.cli import version_string
+    from txnsq.nsqd.service import NSQDService
 
     if options.nsqd_options.version:
         sys.stdout.write(version_string("nsqd") + "\n")

@@ -12,9 +12,8 @@ from __future__ import annotations
 
 import struct
 from itertools import count as _count
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Set, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Set
 
-from twisted.internet.address import IPv4Address, IPv6Address, UNIXAddress
 from twisted.internet.interfaces import (
     IAddress,
     IDelayedCall,
@@ -28,6 +27,7 @@ from twisted.python.failure import Failure
 from zope.interface import implementer
 
 from txnsq import __version__
+from txnsq.addresses import go_address
 from txnsq.nsqd.channel import InFlightError, SubscribeError
 from txnsq.nsqd.tls import cipher_suite_name, tls_version_name
 from txnsq.nsqd.topic import PublishError
@@ -254,7 +254,7 @@ class NSQDProtocol(Protocol):
     def connectionMade(self) -> None:
         """Start the heartbeat and the read deadline for this client."""
         self._last_read = self.clock.seconds()
-        self.remote_address, host = _go_address(self.transport.getPeer())
+        self.remote_address, host = go_address(self.transport.getPeer())
         # Until IDENTIFY, Go names a client by its remote IP.
         self.client_id = self.hostname = host
         factory = getattr(self, "factory", None)
@@ -637,7 +637,7 @@ class NSQDProtocol(Protocol):
         self._blocked = True
         self.transport.pauseProducing()  # type: ignore[attr-defined]
         self._auth_secret = secret
-        host = _go_address(self.transport.getPeer())[1]
+        host = go_address(self.transport.getPeer())[1]
         query = self.features.auth.query(
             host, self.tls, secret, self._common_name()
         )
@@ -859,24 +859,6 @@ def _is_tls_failure(reason: Failure) -> bool:
     from OpenSSL import SSL
 
     return reason.check(SSL.Error) is not None
-
-
-def _go_address(peer: Optional[IAddress]) -> Tuple[str, str]:
-    """
-    A peer's address as Go's ``RemoteAddr().String()`` (``1.2.3.4:5``,
-    ``[::1]:5``) and its host part (Go's default client id and hostname).
-    """
-    if isinstance(peer, IPv4Address):
-        return "%s:%d" % (peer.host, peer.port), peer.host
-    if isinstance(peer, IPv6Address):
-        return "[%s]:%d" % (peer.host, peer.port), peer.host
-    if isinstance(peer, UNIXAddress):
-        # No host part; Go shows an unnamed peer socket as "@".
-        name = peer.name
-        if isinstance(name, bytes):
-            name = name.decode("utf-8", "replace")
-        return name or "@", ""
-    return "", ""
 
 
 class NSQDFactory(Factory):

@@ -20,12 +20,8 @@ from typing import List, Optional, Sequence
 
 from txnsq import cli
 from txnsq.cli import BOOL, DURATION, STRING, VALUE, Flag
-from txnsq.nsqd.options import (
-    _LOG_LEVEL_LABELS,
-    LOG_LEVELS,
-    _parse_log_level,
-    listen_endpoint_description,
-)
+from txnsq.logging import LOG_LEVEL_LABELS, LOG_LEVELS, parse_log_level_flag
+from txnsq.nsqd.options import listen_endpoint_description
 
 __all__ = [
     "NSQLookupdOptions",
@@ -102,9 +98,9 @@ def nsqlookupd_flags(defaults: Optional[NSQLookupdOptions] = None) -> List[Flag]
             VALUE,
             o.log_level,
             "set log verbosity: debug, info, warn, error, or fatal",
-            parse=_parse_log_level,
+            parse=parse_log_level_flag,
             # Go prints its LogLevel type: INFO, WARNING ...
-            default_text=_LOG_LEVEL_LABELS.get(o.log_level.lower(), o.log_level),
+            default_text=LOG_LEVEL_LABELS.get(o.log_level.lower(), o.log_level),
         ),
         Flag("log-prefix", STRING, o.log_prefix, "log message prefix"),
         Flag(

@@ -21,7 +21,7 @@ from twisted.logger import Logger
 from txnsq.nsqd.http_site import NSQDSite
 from txnsq.nsqd.listener import ListeningService, format_address
 from txnsq.nsqd.options import listen_endpoint_description
-from txnsq.nsqd.service import version_string
+from txnsq.cli import version_string
 from txnsq.nsqlookupd.core import NSQLookupd
 from txnsq.nsqlookupd.options import NSQLookupdOptions
 from txnsq.nsqlookupd.tcp import LookupFactory

@@ -95,7 +95,7 @@ def makeService(options: Options) -> "NSQLookupdService":
     :class:`~txnsq.nsqlookupd.service.NSQLookupdService` as the console
     script, with console logging left to twistd.
     """
-    from txnsq.nsqd.service import version_string
+    from txnsq.cli import version_string
     from txnsq.nsqlookupd.service import NSQLookupdService
 
     if options.lookupd_options.version:

@@ -19,7 +19,7 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 
 from txnsq.cli import format_duration
-from txnsq.nsqd.tcp import _go_address
+from txnsq.addresses import go_address
 from txnsq.nsqlookupd.core import NSQLookupd
 from txnsq.nsqlookupd.registration_db import CHANNEL, CLIENT, TOPIC, Registration
 from txnsq.protocol.errors import ProtocolError, protocol_error
@@ -77,7 +77,7 @@ class LookupProtocolV1(Protocol):
     def connectionMade(self) -> None:
         """Note who connected."""
         peer: Optional[IAddress] = self.transport.getPeer()
-        self.remote_address = _go_address(peer)[0]
+        self.remote_address = go_address(peer)[0]
         self._log.info("TCP: new client({client})", client=self.remote_address)
         if self.clients is not None:
             self.clients.add(self)
