@@ -10,21 +10,30 @@ given with ``--nsqd``.
 reads the bound ports from its ``TCP: listening on HOST:PORT`` line, as
 ``tests/integration/nsqd_process.py`` does under the reactor.
 :class:`V2Connection` speaks the V2 protocol: commands out, frames in
-(``u32 size | i32 type | data``), heartbeats answered with ``NOP``.
+(``u32 size | i32 type | data``), heartbeats answered with ``NOP``. It
+can also take the IDENTIFY upgrades, in NSQ's order: :meth:`V2Connection.identify`
+reads the JSON reply, :meth:`V2Connection.start_tls` runs the TLS handshake
+(an :class:`ssl.SSLObject` over memory BIOs, so that the bytes on the wire can
+be counted), and :meth:`V2Connection.set_codec` puts a stream codec such as
+:func:`deflate_codec` under the framing. The snappy codec is not in the
+standard library; a benchmark that needs it brings its own.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
 import socket
+import ssl
 import struct
 import subprocess
 import sys
 import time
+import zlib
 from collections import deque
-from typing import IO, Deque, Dict, List, Optional, Sequence, Tuple
+from typing import IO, Any, Callable, Deque, Dict, List, Mapping, Optional, Sequence, Tuple
 
 __all__ = [
     "FRAME_ERROR",
@@ -35,10 +44,13 @@ __all__ = [
     "NSQDError",
     "NSQDStartError",
     "ProtocolError",
+    "Codec",
     "V2Connection",
+    "deflate_codec",
     "directory_size",
     "mpub_command",
     "nsqd_command",
+    "process_cpu_seconds",
     "pub_command",
 ]
 
@@ -62,6 +74,12 @@ _FRAME_HEADER = struct.Struct(">ii")
 _U32 = struct.Struct(">I")
 _MPUB_HEADER = struct.Struct(">II")
 _RECV_SIZE = 256 * 1024
+
+
+#: A stream codec: ``(encode, decode)``, each turning the bytes of one
+#: direction into the next ones of that direction's stream. ``decode`` keeps
+#: an incomplete tail for the next call.
+Codec = Tuple[Callable[[bytes], bytes], Callable[[bytes], bytes]]
 
 
 class NSQDError(Exception):
@@ -102,6 +120,38 @@ def directory_size(path: str) -> int:
             except FileNotFoundError:  # a file rotated away meanwhile
                 pass
     return total
+
+
+def process_cpu_seconds(pid: int) -> Optional[float]:
+    """
+    The user + system CPU seconds process ``pid`` has used so far (its own,
+    not its children's), from ``/proc/PID/stat``; ``None`` where there is no
+    such file (not Linux, or the process is gone).
+    """
+    try:
+        with open("/proc/%d/stat" % (pid,), "rb") as stat:
+            text = stat.read()
+    except OSError:
+        return None
+    # The command name (field 2) is in parentheses and may hold spaces;
+    # utime and stime are fields 14 and 15.
+    fields = text[text.rindex(b")") + 2 :].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def deflate_codec(level: int) -> Codec:
+    """
+    NSQ's deflate stream: raw DEFLATE (no zlib header) at ``level``, every
+    write ended by a sync flush so that nsqd can decode it at once.
+    """
+    compressor = zlib.compressobj(level, zlib.DEFLATED, -15)
+    compress = compressor.compress
+    flush = compressor.flush
+
+    def encode(data: bytes) -> bytes:
+        return compress(data) + flush(zlib.Z_SYNC_FLUSH)
+
+    return encode, zlib.decompressobj(-15).decompress
 
 
 def pub_command(topic: bytes, body: bytes) -> bytes:
@@ -265,6 +315,8 @@ class V2Connection:
 
     Sends the ``"  V2"`` magic on connect.  Reads come as parsed frames;
     ``_heartbeat_`` responses are answered with ``NOP`` and never returned.
+    ``bytes_sent`` and ``bytes_received`` count what crossed the socket,
+    after compression and TLS.
 
     :param address: nsqd's TCP ``(host, port)``.
     :param timeout: seconds a connect or a single ``recv`` may block.
@@ -277,7 +329,14 @@ class V2Connection:
         self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._buffer = bytearray()
         self._pending: Deque[Tuple[int, bytes]] = deque()
-        self._sock.sendall(b"  V2")
+        self.bytes_sent = 0
+        self.bytes_received = 0
+        self._tls: Optional[ssl.SSLObject] = None
+        self._tls_in = ssl.MemoryBIO()
+        self._tls_out = ssl.MemoryBIO()
+        self._encode: Optional[Callable[[bytes], bytes]] = None
+        self._decode: Optional[Callable[[bytes], bytes]] = None
+        self._send_raw(b"  V2")
 
     def close(self) -> None:
         """Close the socket."""
@@ -289,9 +348,148 @@ class V2Connection:
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
+    def _send_raw(self, data: bytes) -> None:
+        self._sock.sendall(data)
+        self.bytes_sent += len(data)
+
+    def encode(self, data: bytes) -> bytes:
+        """
+        ``data`` through the codec set with :meth:`set_codec` (itself if
+        none), for :meth:`send_encoded`.
+
+        Encoding ahead of sending keeps the client's compression out of a
+        timed loop, but a stream codec has state: send the results in the
+        order they were encoded, and send nothing else in between (no
+        heartbeats: IDENTIFY with ``"heartbeat_interval": -1``).
+        """
+        encode = self._encode
+        return data if encode is None else encode(data)
+
+    def send_encoded(self, data: bytes) -> None:
+        """Write bytes :meth:`encode` gave, through TLS if it was started."""
+        tls = self._tls
+        if tls is None:
+            self._send_raw(data)
+            return
+        view = memoryview(data)
+        while view:
+            written = tls.write(view)
+            view = view[written:]
+            self._flush_tls()
+
     def send(self, data: bytes) -> None:
         """Write ``data`` (one or more whole commands)."""
-        self._sock.sendall(data)
+        self.send_encoded(self.encode(data))
+
+    def _flush_tls(self) -> None:
+        """Send what the TLS object wrote to its outgoing BIO."""
+        pending = self._tls_out.read()
+        if pending:
+            self._send_raw(pending)
+
+    def identify(self, features: Mapping[str, Any]) -> Dict[str, Any]:
+        """
+        Send ``IDENTIFY`` with ``features`` as its JSON body and read the
+        reply: with ``feature_negotiation`` the JSON object of what nsqd
+        agreed to, else ``{}`` for its ``OK``.
+
+        Reads exactly that one frame: what follows it may be TLS or a
+        compressed stream, to be read after :meth:`start_tls` or
+        :meth:`set_codec`.
+
+        :raises ProtocolError: nsqd sent an error frame or no JSON.
+        """
+        body = json.dumps(features).encode("utf-8")
+        self.send(b"IDENTIFY\n" + _U32.pack(len(body)) + body)
+        frame_type, data = self._read_alone()
+        if frame_type != FRAME_RESPONSE:
+            raise ProtocolError("IDENTIFY answered with %r" % (data[:200],))
+        if data == b"OK":
+            return {}
+        try:
+            reply = json.loads(data.decode("utf-8"))
+        except ValueError:
+            raise ProtocolError("IDENTIFY reply is not JSON: %r" % (data[:200],))
+        if not isinstance(reply, dict):
+            raise ProtocolError("IDENTIFY reply is not an object: %r" % (data[:200],))
+        return reply
+
+    def _read_alone(self) -> Tuple[int, bytes]:
+        """
+        The next frame that is not a heartbeat, leaving the bytes after it
+        unparsed: in an upgrade they belong to the next layer (TLS records,
+        or a compressed stream that :meth:`_parse` would take for garbage).
+        """
+        if self._pending:
+            raise ProtocolError("frames were pending before an upgrade")
+        while True:
+            frames = self._parse(limit=1)
+            if frames:
+                return frames[0]
+            chunk = self._recv()
+            if not chunk:
+                raise ConnectionError("nsqd closed the connection")
+            self._buffer += chunk
+
+    def expect_alone(self, response: bytes = b"OK") -> None:
+        """
+        :meth:`expect`, reading no further than that one frame: for the
+        ``OK`` that ends an upgrade, when another upgrade follows it.
+
+        :raises ProtocolError: it is another frame.
+        """
+        frame_type, data = self._read_alone()
+        if frame_type != FRAME_RESPONSE or data != response:
+            raise ProtocolError("expected %r, got frame type %d %r"
+                                % (response, frame_type, data[:200]))
+
+    def start_tls(self, context: ssl.SSLContext, server_hostname: Optional[str] = None) -> None:
+        """
+        Run the TLS handshake (after an IDENTIFY reply with ``tls_v1``);
+        from then on everything goes through TLS.
+
+        :raises ProtocolError: nsqd sent bytes in clear after its IDENTIFY
+            reply.
+        :raises ssl.SSLError: the handshake failed.
+        :raises ConnectionError: nsqd closed the connection mid-handshake.
+        """
+        if self._buffer or self._pending:
+            raise ProtocolError(
+                "%d bytes in clear after the IDENTIFY reply, before the TLS "
+                "handshake: %r" % (len(self._buffer), bytes(self._buffer[:60]))
+            )
+        tls = context.wrap_bio(self._tls_in, self._tls_out, server_hostname=server_hostname)
+        while True:
+            try:
+                tls.do_handshake()
+                break
+            except ssl.SSLWantReadError:
+                self._flush_tls()
+                chunk = self._recv_raw(None)
+                if not chunk:
+                    raise ConnectionError("nsqd closed the connection during the TLS handshake")
+                self._tls_in.write(chunk)
+        self._flush_tls()
+        self._tls = tls
+
+    def tls_description(self) -> str:
+        """The TLS version and cipher in use, or ``""`` without TLS."""
+        if self._tls is None:
+            return ""
+        cipher = self._tls.cipher()
+        return "%s %s" % (self._tls.version(), cipher[0] if cipher else "?")
+
+    def set_codec(self, codec: Codec) -> None:
+        """
+        Compress both directions from now on (after an IDENTIFY reply with
+        ``snappy`` or ``deflate``). Bytes already received past the IDENTIFY
+        reply are the start of the compressed stream.
+        """
+        if self._pending:
+            raise ProtocolError("frames were pending before the codec was set")
+        self._encode, self._decode = codec
+        if self._buffer:
+            self._buffer = bytearray(self._decode(bytes(self._buffer)))
 
     def frames(self, deadline: Optional[float] = None) -> List[Tuple[int, bytes]]:
         """
@@ -318,23 +516,75 @@ class V2Connection:
                 raise ConnectionError("nsqd closed the connection")
             self._buffer += chunk
 
-    def _recv(self, deadline: Optional[float]) -> bytes:
+    def _recv(self, deadline: Optional[float] = None) -> bytes:
+        """
+        The next plain bytes, through TLS and the codec: never empty but at
+        the end of the stream.
+        """
+        tls = self._tls
+        decode = self._decode
+        while True:
+            chunk = self._recv_raw(deadline)
+            if not chunk:
+                return b""  # closed; a truncated TLS record or block is lost
+            if tls is not None:
+                self._tls_in.write(chunk)
+                plain = self._read_tls()
+                if plain is None:  # a record not yet complete
+                    continue
+                if not plain:  # close_notify
+                    return b""
+                chunk = plain
+            if decode is not None:
+                chunk = decode(chunk)
+                if not chunk:  # a compressed block not yet complete
+                    continue
+            return chunk
+
+    def _read_tls(self) -> Optional[bytes]:
+        """What TLS decrypted so far; ``b""`` at its end, ``None`` if nothing yet."""
+        tls = self._tls
+        assert tls is not None
+        pieces: List[bytes] = []
+        while True:
+            try:
+                piece = tls.read(_RECV_SIZE)
+            except ssl.SSLWantReadError:
+                break
+            except ssl.SSLZeroReturnError:
+                piece = b""
+            if not piece:
+                if pieces:
+                    break
+                return b""
+            pieces.append(piece)
+        # Reading may have produced records to send (a key update, say).
+        self._flush_tls()
+        return b"".join(pieces) if pieces else None
+
+    def _recv_raw(self, deadline: Optional[float]) -> bytes:
         """One ``recv``, given up at ``deadline`` (then TimeoutError)."""
         if deadline is None:
-            return self._sock.recv(_RECV_SIZE)
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            raise TimeoutError("no frame but heartbeats before the deadline")
-        self._sock.settimeout(remaining)
-        try:
-            return self._sock.recv(_RECV_SIZE)
-        except socket.timeout:
-            raise TimeoutError("no frame before the deadline")
-        finally:
-            self._sock.settimeout(self._timeout)
+            chunk = self._sock.recv(_RECV_SIZE)
+        else:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError("no frame but heartbeats before the deadline")
+            self._sock.settimeout(remaining)
+            try:
+                chunk = self._sock.recv(_RECV_SIZE)
+            except socket.timeout:
+                raise TimeoutError("no frame before the deadline")
+            finally:
+                self._sock.settimeout(self._timeout)
+        self.bytes_received += len(chunk)
+        return chunk
 
-    def _parse(self) -> List[Tuple[int, bytes]]:
-        """Take the complete frames off the buffer, answering heartbeats."""
+    def _parse(self, limit: int = 0) -> List[Tuple[int, bytes]]:
+        """
+        Take the complete frames off the buffer, answering heartbeats; at
+        most ``limit`` of them when it is not 0.
+        """
         buffer = self._buffer
         end = len(buffer)
         offset = 0
@@ -350,9 +600,11 @@ class V2Connection:
             data = bytes(buffer[offset + 8 : stop])
             offset = stop
             if frame_type == FRAME_RESPONSE and data == _HEARTBEAT:
-                self._sock.sendall(b"NOP\n")
+                self.send(b"NOP\n")
             else:
                 frames.append((frame_type, data))
+                if len(frames) == limit:
+                    break
         del buffer[:offset]
         return frames
 
