@@ -1,0 +1,37 @@
+"""
+The NSQ client on Twisted: connections to nsqd, messages, and publishing
+over TCP (:class:`Producer`) or HTTP (:class:`HTTPPublisher`).
+
+- :mod:`txnsq.client.message`: :class:`Message` and its answers (FIN, REQ, TOUCH)
+- :mod:`txnsq.client.connection`: :class:`NSQConnection`, :class:`ConnectionConfig`,
+  :func:`connect`
+- :mod:`txnsq.client.producer`: :class:`Producer`
+- :mod:`txnsq.client.http_publish`: :class:`HTTPPublisher`
+
+Nothing here imports the global reactor at import time.
+"""
+
+from txnsq.client.connection import (
+    ConnectionConfig,
+    ConnectionDelegate,
+    NSQConnection,
+    NSQConnectionError,
+    connect,
+)
+from txnsq.client.http_publish import HTTPPublisher, NSQHTTPError
+from txnsq.client.message import Message
+from txnsq.client.producer import Producer
+from txnsq.protocol.v2_client import NSQError
+
+__all__ = [
+    "ConnectionConfig",
+    "ConnectionDelegate",
+    "HTTPPublisher",
+    "Message",
+    "NSQConnection",
+    "NSQConnectionError",
+    "NSQError",
+    "NSQHTTPError",
+    "Producer",
+    "connect",
+]
