@@ -1,7 +1,11 @@
 """
-The NSQ client on Twisted: connections to nsqd, messages, and publishing
-over TCP (:class:`Producer`) or HTTP (:class:`HTTPPublisher`).
+The NSQ client on Twisted: consuming (:class:`Consumer`), connections to
+nsqd, messages, and publishing over TCP (:class:`Producer`) or HTTP
+(:class:`HTTPPublisher`).
 
+- :mod:`txnsq.client.consumer`: :class:`Consumer`, with RDY distribution
+  (:mod:`~txnsq.client.rdy`), backoff (:mod:`~txnsq.client.backoff`) and
+  nsqlookupd discovery (:mod:`~txnsq.client.discovery`)
 - :mod:`txnsq.client.message`: :class:`Message` and its answers (FIN, REQ, TOUCH)
 - :mod:`txnsq.client.connection`: :class:`NSQConnection`, :class:`ConnectionConfig`,
   :func:`connect`
@@ -18,6 +22,7 @@ from txnsq.client.connection import (
     NSQConnectionError,
     connect,
 )
+from txnsq.client.consumer import Consumer
 from txnsq.client.http_publish import HTTPPublisher, NSQHTTPError
 from txnsq.client.message import Message
 from txnsq.client.producer import Producer
@@ -25,6 +30,7 @@ from txnsq.protocol.v2_client import NSQError
 
 __all__ = [
     "ConnectionConfig",
+    "Consumer",
     "ConnectionDelegate",
     "HTTPPublisher",
     "Message",
