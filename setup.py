@@ -33,6 +33,10 @@ setup(
         "console_scripts": [
             "nsqd = txnsq.nsqd.service:main",
             "nsqlookupd = txnsq.nsqlookupd.service:main",
+            "nsq_tail = txnsq.tools.nsq_tail:main",
+            "to_nsq = txnsq.tools.to_nsq:main",
+            "nsq_to_file = txnsq.tools.nsq_to_file:main",
+            "nsq_stat = txnsq.tools.nsq_stat:main",
         ],
     },
     classifiers=[

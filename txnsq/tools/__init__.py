@@ -1,0 +1,19 @@
+"""
+NSQ's command-line utilities, with the flags of Go NSQ v1.3's ``apps/``.
+
+- ``nsq_tail`` (:mod:`txnsq.tools.nsq_tail`): print a topic's messages;
+- ``to_nsq`` (:mod:`txnsq.tools.to_nsq`): publish standard input, one
+  message per line;
+- ``nsq_to_file`` (:mod:`txnsq.tools.nsq_to_file`): archive topics to
+  rotating, optionally gzipped files;
+- ``nsq_stat`` (:mod:`txnsq.tools.nsq_stat`): a channel's statistics
+  across its nsqds, every interval.
+
+Each is a console script and runs as ``python -m txnsq.tools.NAME``.  The
+pieces they are made of (go-nsq's ``--consumer-opt`` settings, Go's
+strftime, the file naming, rotation and gzip logic, the stats table, the
+stdin splitter and the rate limiter) are plain classes that tests drive
+with :class:`twisted.internet.task.Clock`.
+"""
+
+__all__ = ["nsq_stat", "nsq_tail", "nsq_to_file", "to_nsq"]

@@ -1,0 +1,261 @@
+# -*- test-case-name: tests.test_tools_config_opts -*-
+"""
+What the tools share: their common flags (Go's names, defaults and help
+texts), Go's ``log.Fatal`` and version lines, the go-nsq settings of
+``--consumer-opt``/``--producer-opt`` turned into txnsq client settings,
+and the reactor run of a console script.
+"""
+
+from __future__ import annotations
+
+import random
+import sys
+import time
+from typing import IO, Any, Callable, Dict, List, NoReturn, Optional, Sequence
+
+from twisted.internet.defer import Deferred
+from twisted.internet.error import ReactorNotRunning
+from twisted.logger import Logger
+from twisted.python.failure import Failure
+
+from txnsq import __version__
+from txnsq.cli import BOOL, DURATION, INT, STRING, STRING_LIST, Flag, FlagError
+from txnsq.tools.config_opts import ClientOptions, ConfigOptionError, parse_config_options
+
+__all__ = [
+    "ToolExit",
+    "channel_flag",
+    "check_http_addresses",
+    "client_options_or_exit",
+    "connection_config",
+    "consumer_opt_flag",
+    "ephemeral_tail_channel",
+    "fatal",
+    "http_timeout_flags",
+    "lookupd_http_address_flag",
+    "max_in_flight_flag",
+    "nsqd_tcp_address_flag",
+    "print_version",
+    "producer_opt_flag",
+    "run_reactor",
+    "user_agent",
+    "version_flag",
+]
+
+_log = Logger(namespace="txnsq.tools")
+
+GODOC_CONFIG = "http://godoc.org/github.com/nsqio/go-nsq#Config"
+
+
+# --- flags ------------------------------------------------------------------
+
+
+def version_flag(help: str = "print version string") -> Flag:
+    """``--version`` (nsq_stat's help says only ``print version``)."""
+    return Flag("version", BOOL, False, help)
+
+
+def channel_flag(default: str = "", help: str = "NSQ channel") -> Flag:
+    """``--channel``."""
+    return Flag("channel", STRING, default, help)
+
+
+def nsqd_tcp_address_flag(
+    help: str = "nsqd TCP address (may be given multiple times)",
+) -> Flag:
+    """``--nsqd-tcp-address``, repeatable."""
+    return Flag("nsqd-tcp-address", STRING_LIST, [], help)
+
+
+def lookupd_http_address_flag() -> Flag:
+    """``--lookupd-http-address``, repeatable."""
+    return Flag(
+        "lookupd-http-address",
+        STRING_LIST,
+        [],
+        "lookupd HTTP address (may be given multiple times)",
+    )
+
+
+def max_in_flight_flag() -> Flag:
+    """``--max-in-flight`` (default 200)."""
+    return Flag("max-in-flight", INT, 200, "max number of messages to allow in flight")
+
+
+def consumer_opt_flag() -> Flag:
+    """``--consumer-opt``, go-nsq ``Config`` options, repeatable."""
+    return Flag(
+        "consumer-opt",
+        STRING_LIST,
+        [],
+        "option to passthrough to nsq.Consumer (may be given multiple times, %s)"
+        % (GODOC_CONFIG,),
+    )
+
+
+def producer_opt_flag() -> Flag:
+    """``--producer-opt``, go-nsq ``Config`` options, repeatable."""
+    return Flag(
+        "producer-opt",
+        STRING_LIST,
+        [],
+        "option to passthrough to nsq.Producer (may be given multiple times, %s)"
+        % (GODOC_CONFIG,),
+    )
+
+
+def http_timeout_flags() -> List[Flag]:
+    """``--http-client-connect-timeout`` (2s) and ``--http-client-request-timeout`` (5s)."""
+    return [
+        Flag("http-client-connect-timeout", DURATION, 2.0, "timeout for HTTP connect"),
+        Flag("http-client-request-timeout", DURATION, 5.0, "timeout for HTTP request"),
+    ]
+
+
+# --- Go's process manners -----------------------------------------------------
+
+
+class ToolExit(SystemExit):
+    """A tool stops with Go's status: 1 after ``log.Fatal``."""
+
+
+def fatal(message: str, stderr: Optional[IO[str]] = None, now: Optional[float] = None) -> NoReturn:
+    """
+    Go's ``log.Fatal``: ``2006/01/02 15:04:05 message`` on standard
+    error, then exit status 1.
+
+    :raises ToolExit: always (``SystemExit`` with code 1).
+    """
+    stream = stderr if stderr is not None else sys.stderr
+    when = time.time() if now is None else now
+    stream.write("%s %s\n" % (time.strftime("%Y/%m/%d %H:%M:%S", time.localtime(when)), message))
+    stream.flush()
+    raise ToolExit(1)
+
+
+def print_version(program: str, stdout: Optional[IO[str]] = None) -> None:
+    """``nsq_tail v0.1.0``: Go's version line (the txnsq version)."""
+    stream = stdout if stdout is not None else sys.stdout
+    stream.write("%s v%s\n" % (program, __version__))
+    stream.flush()
+
+
+def user_agent(program: str) -> str:
+    """``nsq_tail/0.1.0 txnsq/0.1.0``, in the shape of Go's ``nsq_tail/1.3.0 go-nsq/1.1.0``."""
+    return "%s/%s txnsq/%s" % (program, __version__, __version__)
+
+
+def ephemeral_tail_channel(rng: Optional[random.Random] = None) -> str:
+    """nsq_tail's default channel: ``tail`` six random digits ``#ephemeral``."""
+    chooser = rng if rng is not None else random
+    return "tail%06d#ephemeral" % (chooser.randrange(1 << 62) % 999999,)
+
+
+def check_http_addresses(addresses: Sequence[str]) -> Optional[str]:
+    """Go's ``checkAddrs``: an address must not start with a scheme."""
+    for address in addresses:
+        if address.startswith("http"):
+            return "address should not contain scheme"
+    return None
+
+
+def client_options_or_exit(
+    flag_name: str,
+    values: Sequence[str],
+    usage: Callable[[], str],
+    stderr: Optional[IO[str]] = None,
+) -> ClientOptions:
+    """
+    Parse ``--consumer-opt``/``--producer-opt`` values.  A bad one is what
+    Go's flag package reports for a bad ``nsq.ConfigFlag``: ``invalid value
+    "x" for flag -consumer-opt: invalid option x``, the usage, exit 2.
+    """
+    try:
+        return parse_config_options(values)
+    except ConfigOptionError as error:
+        from txnsq.cli import _go_quote
+
+        stream = stderr if stderr is not None else sys.stderr
+        problem = FlagError(
+            "invalid value %s for flag -%s: %s"
+            % (_go_quote(getattr(error, "flag_value", "")), flag_name, error)
+        )
+        stream.write(problem.message + "\n")
+        stream.write(usage())
+        stream.flush()
+        raise SystemExit(problem.exit_code)
+
+
+def connection_config(options: ClientOptions, program: str, **overrides: Any) -> Any:
+    """
+    The :class:`txnsq.client.ConnectionConfig` of a tool: the tool's user
+    agent, then the go-nsq options, then ``overrides``.
+
+    :raises OSError: a ``tls_*`` file cannot be read.
+    """
+    from txnsq.client.connection import ConnectionConfig
+    from txnsq.tools.tls import client_tls_options
+
+    settings: Dict[str, Any] = {"user_agent": user_agent(program)}
+    settings.update(options.connection)
+    tls = client_tls_options(options.tls)
+    if tls is not None:
+        settings["tls_options"] = tls
+    settings.update(overrides)
+    for name in options.ignored:
+        _log.warn("option {name} has no effect in txnsq", name=name)
+    return ConnectionConfig(**settings)
+
+
+# --- running ---------------------------------------------------------------
+
+
+def run_reactor(
+    start: Callable[[Any], "Optional[Deferred[Any]]"], reactor: Any = None
+) -> NoReturn:
+    """
+    Run ``start(reactor)`` in the reactor and exit with the status the
+    tool decided: the result of the Deferred it returns (an int, default
+    0), or 1 if it fails.  ``ToolExit``/``SystemExit`` raised inside
+    become the status.  SIGINT and SIGTERM stop the reactor (Twisted's
+    handlers); the tool cleans up in ``before shutdown`` triggers.
+    """
+    if reactor is None:
+        from twisted.internet import reactor as global_reactor
+
+        reactor = global_reactor
+    outcome = {"code": 0}
+
+    def finished(result: Any) -> None:
+        if isinstance(result, Failure):
+            # Failure.check() does not see SystemExit's bases.
+            if isinstance(result.value, SystemExit):
+                code = getattr(result.value, "code", 1)
+                outcome["code"] = code if isinstance(code, int) else 1
+            else:
+                _log.failure("fatal error", result)
+                outcome["code"] = 1
+        elif isinstance(result, int):
+            outcome["code"] = result
+        try:
+            reactor.stop()
+        except ReactorNotRunning:
+            # Already stopping: a signal began the shutdown.
+            pass
+
+    def begin() -> None:
+        try:
+            started = start(reactor)
+        except SystemExit as error:
+            finished(Failure(error))
+            return
+        except BaseException:
+            finished(Failure())
+            return
+        if started is not None:
+            started.addBoth(finished)
+
+    reactor.callWhenRunning(begin)
+    reactor.run()
+    sys.stdout.flush()
+    sys.exit(outcome["code"])
