@@ -4,6 +4,10 @@ Run the real ``nsqd`` console script as a child process, as test harnesses
 of NSQ clients do: spawn it with ``--tcp-address=127.0.0.1:0``, read the
 bound ports from its ``TCP: listening on HOST:PORT`` lines, signal it.
 
+``nsqlookupd`` logs the same listening lines, so the same plumbing runs it:
+pass ``command=nsqlookupd_command()`` (or use :class:`NSQLookupdProcess`
+and :func:`run_nsqlookupd`).
+
 Everything is driven by the reactor (``spawnProcess``); nothing blocks.
 """
 
@@ -11,6 +15,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal as _signal
 import sys
 from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence
 
@@ -19,7 +24,18 @@ from twisted.internet.protocol import ProcessProtocol
 from twisted.python.failure import Failure
 from twisted.trial.unittest import FailTest
 
-__all__ = ["ExitStatus", "NSQDProcess", "nsqd_command", "run_nsqd", "NSQDStartError"]
+__all__ = [
+    "ExitStatus",
+    "NSQDProcess",
+    "NSQDStartError",
+    "NSQLookupdProcess",
+    "daemon_command",
+    "free_port",
+    "nsqd_command",
+    "nsqlookupd_command",
+    "run_nsqd",
+    "run_nsqlookupd",
+]
 
 #: How long nsqd may take to print both listening lines.
 START_TIMEOUT = 20.0
@@ -39,20 +55,39 @@ class ExitStatus(NamedTuple):
 
 
 class NSQDStartError(FailTest):
-    """nsqd exited or stayed silent instead of listening; carries its output."""
+    """The daemon exited or stayed silent instead of listening; carries its output."""
+
+
+def daemon_command(program: str) -> List[str]:
+    """
+    The command running one of txnsq's console scripts (``nsqd``,
+    ``nsqlookupd``).
+
+    The script installed next to the running interpreter (the venv's or
+    tox env's ``bin/PROGRAM``) when there is one, else ``python -m
+    txnsq.PROGRAM``.
+    """
+    script = os.path.join(os.path.dirname(sys.executable), program)
+    if os.path.isfile(script) and os.access(script, os.X_OK):
+        return [script]
+    return [sys.executable, "-m", "txnsq." + program]
 
 
 def nsqd_command() -> List[str]:
-    """
-    The command running the ``nsqd`` console script.
+    """The command running the ``nsqd`` console script (see :func:`daemon_command`)."""
+    return daemon_command("nsqd")
 
-    The script installed next to the running interpreter (the venv's or
-    tox env's ``bin/nsqd``) when there is one, else ``python -m txnsq.nsqd``.
-    """
-    script = os.path.join(os.path.dirname(sys.executable), "nsqd")
-    if os.path.isfile(script) and os.access(script, os.X_OK):
-        return [script]
-    return [sys.executable, "-m", "txnsq.nsqd"]
+
+def nsqlookupd_command() -> List[str]:
+    """The command running the ``nsqlookupd`` console script (see :func:`daemon_command`)."""
+    return daemon_command("nsqlookupd")
+
+
+def _program_name(command: Sequence[str]) -> str:
+    """What to call the daemon in messages: ``nsqd`` for ``.../bin/nsqd`` or ``-m txnsq.nsqd``."""
+    if len(command) >= 3 and command[1] == "-m":
+        return command[2].rsplit(".", 1)[-1]
+    return os.path.basename(command[0])
 
 
 def _child_env(extra: Optional[Mapping[str, str]] = None) -> Dict[str, str]:
@@ -102,11 +137,15 @@ class _Collector(ProcessProtocol):
 
 class NSQDProcess:
     """
-    One spawned nsqd.
+    One spawned nsqd, or another daemon printing the same listening lines.
 
+    :param args: the flags.
+    :param command: what runs the daemon, before the flags; ``nsqd``
+        (:func:`nsqd_command`, looked up at :meth:`start`) when omitted.
     :ivar ports: bound ports by listener (``TCP``, ``HTTP``, ``HTTPS``) as
         printed on its listening lines.
     :ivar host: the host of its TCP listening line.
+    :ivar frozen: whether it was sent SIGSTOP and not SIGCONT since.
     """
 
     def __init__(
@@ -115,6 +154,7 @@ class NSQDProcess:
         reactor: Any = None,
         cwd: Optional[str] = None,
         env: Optional[Mapping[str, str]] = None,
+        command: Optional[Sequence[str]] = None,
     ) -> None:
         if reactor is None:
             from twisted.internet import reactor as global_reactor
@@ -124,10 +164,22 @@ class NSQDProcess:
         self.reactor = reactor
         self.cwd = cwd
         self.env = env
+        self._command = None if command is None else list(command)
         self.collector = _Collector()
         self.transport: Any = None
         self.ports: Dict[str, int] = {}
         self.host = "127.0.0.1"
+        self.frozen = False
+
+    def command(self) -> List[str]:
+        """The full command line: the daemon's command, then :attr:`args`."""
+        prefix = self._command if self._command is not None else nsqd_command()
+        return prefix + self.args
+
+    @property
+    def program(self) -> str:
+        """The daemon's name, for messages (``nsqd``, ``nsqlookupd``)."""
+        return _program_name(self.command())
 
     @property
     def tcp_port(self) -> int:
@@ -175,7 +227,8 @@ class NSQDProcess:
         exits first or does not listen within ``START_TIMEOUT``.
         """
         started: Deferred[NSQDProcess] = Deferred()
-        command = nsqd_command() + self.args
+        command = self.command()
+        program = _program_name(command)
 
         def fail(message: str) -> None:
             if not started.called:
@@ -192,11 +245,11 @@ class NSQDProcess:
         def exited(status: ExitStatus) -> ExitStatus:
             if timer.active():
                 timer.cancel()
-            fail("nsqd exited before listening: %s" % (status,))
+            fail("%s exited before listening: %s" % (program, status))
             return status
 
         def too_slow() -> None:
-            fail("nsqd did not print both listening lines within %s s" % (START_TIMEOUT,))
+            fail("%s did not print both listening lines within %s s" % (program, START_TIMEOUT))
             self.kill()
 
         timer = self.reactor.callLater(START_TIMEOUT, too_slow)
@@ -208,10 +261,15 @@ class NSQDProcess:
         return started
 
     def signal(self, name: str) -> None:
-        """Send a signal (``TERM``, ``KILL``, ``INT``) if it still runs."""
+        """
+        Send a signal by name (``TERM``, ``KILL``, ``INT``, ``STOP``,
+        ``CONT`` ...) if it still runs.
+        """
         if self.collector.status is None:
+            if name in ("STOP", "CONT"):
+                self.frozen = name == "STOP"
             try:
-                self.transport.signalProcess(name)
+                self.transport.signalProcess(getattr(_signal, "SIG" + name))
             except Exception:  # it exited meanwhile (ProcessExitedAlready)
                 pass
 
@@ -225,16 +283,35 @@ class NSQDProcess:
         Send ``sig`` and wait for the exit; fires with its :class:`ExitStatus`.
 
         If it has not exited after ``timeout`` seconds it is killed and the
-        Deferred fails with :class:`NSQDStartError` carrying its output.
+        Deferred fails with :class:`NSQDStartError` carrying its output.  A
+        frozen (SIGSTOPped) process is sent SIGCONT after ``sig``, so that
+        it can act on it.
         """
         self.signal(sig)
+        if self.frozen:
+            self.signal("CONT")
         ended = self.ended
         timer = self.reactor.callLater(timeout, self.kill)
         status = yield ended
         if timer.active():
             timer.cancel()
             return status
-        raise NSQDStartError("nsqd did not exit within %s s of SIG%s\n%s" % (timeout, sig, self.output()))
+        raise NSQDStartError(
+            "%s did not exit within %s s of SIG%s\n%s" % (self.program, timeout, sig, self.output())
+        )
+
+
+class NSQLookupdProcess(NSQDProcess):
+    """One spawned ``nsqlookupd``: :class:`NSQDProcess` with its command."""
+
+    def __init__(
+        self,
+        args: Sequence[str],
+        reactor: Any = None,
+        cwd: Optional[str] = None,
+        env: Optional[Mapping[str, str]] = None,
+    ) -> None:
+        NSQDProcess.__init__(self, args, reactor, cwd, env, command=nsqlookupd_command())
 
 
 @inlineCallbacks
@@ -243,27 +320,48 @@ def run_nsqd(
     reactor: Any = None,
     cwd: Optional[str] = None,
     timeout: float = EXIT_TIMEOUT,
+    command: Optional[Sequence[str]] = None,
 ) -> Any:
     """
-    Run nsqd to completion (``--version``, a bad flag); fires with
-    ``(ExitStatus, stdout bytes, stderr bytes)``.
+    Run nsqd (or ``command``, as for :class:`NSQDProcess`) to completion
+    (``--version``, a bad flag); fires with ``(ExitStatus, stdout bytes,
+    stderr bytes)``.
     """
-    process = NSQDProcess(args, reactor, cwd)
+    process = NSQDProcess(args, reactor, cwd, command=command)
     reactor = process.reactor
-    command = nsqd_command() + process.args
+    command = process.command()
     process.transport = reactor.spawnProcess(
         process.collector, command[0], command, env=_child_env(), path=cwd
     )
     timer = reactor.callLater(timeout, process.kill)
     status = yield process.ended
     if not timer.active():
-        raise NSQDStartError("nsqd %s did not exit within %s s\n%s" % (" ".join(args), timeout, process.output()))
+        raise NSQDStartError(
+            "%s %s did not exit within %s s\n%s"
+            % (process.program, " ".join(args), timeout, process.output())
+        )
     timer.cancel()
     return status, bytes(process.collector.stdout), bytes(process.collector.stderr)
 
 
+def run_nsqlookupd(
+    args: Sequence[str],
+    reactor: Any = None,
+    cwd: Optional[str] = None,
+    timeout: float = EXIT_TIMEOUT,
+) -> Any:
+    """:func:`run_nsqd` for ``nsqlookupd``."""
+    return run_nsqd(args, reactor, cwd, timeout, command=nsqlookupd_command())
+
+
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that is free right now (bound, then released)."""
+    """
+    A TCP port on 127.0.0.1 that is free right now (bound, then released).
+
+    Racy by nature: another process may take it before the caller binds
+    it.  Prefer port 0 and the listening lines; use this only where a
+    port must be known in advance or kept across a restart.
+    """
     import socket
 
     probe = socket.socket(socket.AF_INET, socket.SOCK_STREAM)

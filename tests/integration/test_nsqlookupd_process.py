@@ -5,7 +5,7 @@ test harnesses drive Go's nsqlookupd: kernel-chosen ports read from its
 exit status and message for a bad command line.
 
 The process plumbing is nsqd's (:mod:`tests.integration.nsqd_process`),
-pointed at the ``nsqlookupd`` command.
+given the ``nsqlookupd`` command.
 """
 
 from __future__ import annotations
@@ -13,34 +13,21 @@ from __future__ import annotations
 import os
 import platform
 import socket
-import sys
 from typing import Any, List
 
 from twisted.internet.defer import inlineCallbacks
 from twisted.trial.unittest import TestCase
 
-from tests.integration import nsqd_process
 from tests.integration.conformance import (
     CaseReplay,
     Target,
     load_fixture,
     select_cases,
 )
-from tests.integration.nsqd_process import ExitStatus, NSQDProcess, run_nsqd
+from tests.integration.nsqd_process import ExitStatus, NSQLookupdProcess, run_nsqlookupd
 from txnsq import __version__
 
 LOOPBACK = ["--tcp-address=127.0.0.1:0", "--http-address=127.0.0.1:0"]
-
-
-def nsqlookupd_command() -> List[str]:
-    """
-    The command running the ``nsqlookupd`` console script: the one next to
-    the running interpreter when installed, else ``python -m txnsq.nsqlookupd``.
-    """
-    script = os.path.join(os.path.dirname(sys.executable), "nsqlookupd")
-    if os.path.isfile(script) and os.access(script, os.X_OK):
-        return [script]
-    return [sys.executable, "-m", "txnsq.nsqlookupd"]
 
 
 class NSQLookupdProcessTests(TestCase):
@@ -48,16 +35,13 @@ class NSQLookupdProcessTests(TestCase):
 
     timeout = 60
 
-    def setUp(self) -> None:
-        self.patch(nsqd_process, "nsqd_command", nsqlookupd_command)
-
     def cwd(self) -> str:
         path = self.mktemp()
         os.makedirs(path)
         return path
 
-    def spawn(self, args: List[str]) -> NSQDProcess:
-        process = NSQDProcess(args, cwd=self.cwd())
+    def spawn(self, args: List[str]) -> NSQLookupdProcess:
+        process = NSQLookupdProcess(args, cwd=self.cwd())
         self.addCleanup(process.kill)
         return process
 
@@ -88,7 +72,7 @@ class NSQLookupdProcessTests(TestCase):
     @inlineCallbacks
     def test_version(self) -> Any:
         """--version prints the version line on standard output and exits 0."""
-        status, out, err = yield run_nsqd(["--version"], cwd=self.cwd())
+        status, out, err = yield run_nsqlookupd(["--version"], cwd=self.cwd())
         expected = "nsqlookupd v%s (built w/%s %s)\n" % (
             __version__,
             platform.python_implementation(),
@@ -99,7 +83,7 @@ class NSQLookupdProcessTests(TestCase):
     @inlineCallbacks
     def test_unknown_flag(self) -> Any:
         """An unknown flag exits 2 with Go's message, then the usage, on standard error."""
-        status, out, err = yield run_nsqd(["--mem-queue-size=1"], cwd=self.cwd())
+        status, out, err = yield run_nsqlookupd(["--mem-queue-size=1"], cwd=self.cwd())
         self.assertEqual(status, ExitStatus(2, None))
         lines = err.decode().splitlines()
         self.assertEqual(lines[:2], ["flag provided but not defined: -mem-queue-size", "Usage of nsqlookupd:"])
@@ -108,7 +92,7 @@ class NSQLookupdProcessTests(TestCase):
     @inlineCallbacks
     def test_bad_flag_value(self) -> Any:
         """A bad flag value exits 2 with Go's message."""
-        status, out, err = yield run_nsqd(["--tombstone-lifetime=45"], cwd=self.cwd())
+        status, out, err = yield run_nsqlookupd(["--tombstone-lifetime=45"], cwd=self.cwd())
         self.assertEqual(status, ExitStatus(2, None))
         self.assertEqual(
             err.decode().splitlines()[0],
@@ -118,14 +102,14 @@ class NSQLookupdProcessTests(TestCase):
     @inlineCallbacks
     def test_help(self) -> Any:
         """-h prints the usage and exits 0."""
-        status, out, err = yield run_nsqd(["-h"], cwd=self.cwd())
+        status, out, err = yield run_nsqlookupd(["-h"], cwd=self.cwd())
         self.assertEqual(status, ExitStatus(0, None))
         self.assertIn("  -inactive-producer-timeout duration\n", err.decode())
 
     @inlineCallbacks
     def test_impossible_setting(self) -> Any:
         """A listen address it cannot use exits 1 naming the flag."""
-        status, out, err = yield run_nsqd(["--tcp-address=nonsense"], cwd=self.cwd())
+        status, out, err = yield run_nsqlookupd(["--tcp-address=nonsense"], cwd=self.cwd())
         self.assertEqual(status, ExitStatus(1, None))
         self.assertTrue(
             err.decode().startswith("nsqlookupd: --tcp-address: invalid listen address"), err.decode()
@@ -139,7 +123,7 @@ class NSQLookupdProcessTests(TestCase):
         taken.listen(1)
         self.addCleanup(taken.close)
         port = taken.getsockname()[1]
-        status, out, err = yield run_nsqd(
+        status, out, err = yield run_nsqlookupd(
             ["--tcp-address=127.0.0.1:%d" % (port,), "--http-address=127.0.0.1:0"], cwd=self.cwd()
         )
         self.assertEqual(status, ExitStatus(1, None), err.decode())
