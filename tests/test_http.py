@@ -1,8 +1,9 @@
 """
 Tests for txnsq.nsqd.http, driven in-process through ``treq.testing``
 (no sockets): every endpoint's replies and errors, Go's routing answers,
-and the parsers behind them.  The byte-level comparison with Go nsqd is
-tests.integration.test_conformance_http.
+and the parsers behind them.  The shared plumbing's own tests are
+tests.test_http_routes and tests.test_http_site; the byte-level comparison
+with Go nsqd is tests.integration.test_conformance_http.
 """
 
 from __future__ import annotations
@@ -15,16 +16,14 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from treq.testing import StubTreq
 from twisted.internet.task import Clock
-from twisted.internet.testing import StringTransport
 from twisted.trial.unittest import SynchronousTestCase
 
 from tests.core_fakes import START, FakeConsumer, RecordingStorage
 from txnsq import __version__
 from txnsq.nsqd.broker import Broker
-from txnsq.nsqd.http import NSQDHTTPAPI
+from txnsq.http.routes import allowed_methods, clean_path, redirect_path
+from txnsq.nsqd.http import ROUTES, NSQDHTTPAPI
 from txnsq.nsqd.http_config import CONFIG_OPTIONS, config_value
-from txnsq.nsqd.http_routes import ROUTES, allowed_methods, clean_path, redirect_path
-from txnsq.nsqd.http_site import NSQDHTTPChannel, NSQDSite
 from txnsq.nsqd.options import (
     TLS_REQUIRED,
     TLS_REQUIRED_EXCEPT_HTTP,
@@ -796,11 +795,11 @@ class RoutingTests(HTTPTestCase):
 
     def test_route_helpers(self) -> None:
         """The route table answers as httprouter would."""
-        self.assertEqual(allowed_methods("/config/x", "POST"), "GET, OPTIONS, PUT")
-        self.assertEqual(allowed_methods("/nope", "GET"), "")
-        self.assertEqual(redirect_path("GET", "/"), None)
-        self.assertEqual(redirect_path("CONNECT", "/ping/"), None)
-        self.assertEqual(redirect_path("GET", "/config/"), None)
+        self.assertEqual(allowed_methods("/config/x", "POST", ROUTES), "GET, OPTIONS, PUT")
+        self.assertEqual(allowed_methods("/nope", "GET", ROUTES), "")
+        self.assertEqual(redirect_path("GET", "/", ROUTES), None)
+        self.assertEqual(redirect_path("CONNECT", "/ping/", ROUTES), None)
+        self.assertEqual(redirect_path("GET", "/config/", ROUTES), None)
         self.assertEqual(clean_path("//a/./b/../c/"), "/a/c/")
         self.assertEqual(clean_path(""), "/")
         self.assertEqual(len({(r.method, r.pattern) for r in ROUTES}), len(ROUTES))
@@ -814,62 +813,6 @@ class RoutingTests(HTTPTestCase):
         self.broker.find_topic = broken  # type: ignore[assignment]
         self.assertError(self.post("/topic/empty?topic=t"), 500, "INTERNAL_ERROR")
         self.assertEqual(len(self.flushLoggedErrors(RuntimeError)), 1)
-
-
-class ChannelTransportTests(SynchronousTestCase):
-    """The HTTP channel reads request heads as Go does."""
-
-    def connect(self) -> Tuple[Any, StringTransport]:
-        api = NSQDHTTPAPI(
-            Broker(NSQDOptions(storage="memory"), Clock(), MemoryStorage()),
-            0.0,
-            lambda: {},
-        )
-        site = NSQDSite(api.app.resource(), reactor=Clock())
-        protocol = site.buildProtocol(None)
-        transport = StringTransport()
-        protocol.makeConnection(transport)
-        return protocol, transport
-
-    def test_v2_client(self) -> None:
-        """A V2 client's first line gets Go's plain 400 and the connection closes."""
-        protocol, transport = self.connect()
-        protocol.dataReceived(b"  V2")
-        self.assertEqual(transport.value(), b"")
-        protocol.dataReceived(b'IDENTIFY\n\x00\x00\x00\x02{}')
-        self.assertEqual(transport.value(), NSQDHTTPChannel.BAD_REQUEST)
-        self.assertTrue(transport.disconnecting)
-
-    def test_bare_newlines(self) -> None:
-        """Head lines may end in a bare '\\n'."""
-        protocol, transport = self.connect()
-        protocol.dataReceived(b"GET /ping HTTP/1.1\nHost: x\n\n")
-        self.assertTrue(transport.value().startswith(b"HTTP/1.1 200 OK\r\n"), transport.value())
-        self.assertTrue(transport.value().endswith(b"\r\n\r\nOK"))
-        self.assertIn(b"Content-Length: 2\r\n", transport.value())
-
-    def test_absolute_form(self) -> None:
-        """An absolute-form request target is routed by its path, as Go does."""
-        protocol, transport = self.connect()
-        protocol.dataReceived(b"GET http://nsqd:4151/ping HTTP/1.1\r\nHost: x\r\n\r\n")
-        self.assertTrue(transport.value().endswith(b"\r\n\r\nOK"), transport.value())
-
-    def test_head(self) -> None:
-        """A 405 to HEAD has Go's headers, Content-Length included, and no body."""
-        protocol, transport = self.connect()
-        protocol.dataReceived(b"HEAD /ping HTTP/1.1\r\nHost: x\r\n\r\n")
-        head = transport.value()
-        self.assertTrue(head.startswith(b"HTTP/1.1 405 Method Not Allowed\r\n"), head)
-        self.assertIn(b"\r\nAllow: GET, OPTIONS\r\n", head)
-        self.assertIn(b"\r\nContent-Length: 32\r\n", head)
-        self.assertTrue(head.endswith(b"\r\n\r\n"))
-        self.assertNotIn(b"Server:", head)
-
-    def test_head_too_large(self) -> None:
-        """A head line past Go's limit is answered 431."""
-        protocol, transport = self.connect()
-        protocol.dataReceived(b"GET /" + b"x" * ((1 << 20) + 5000))
-        self.assertEqual(transport.value(), NSQDHTTPChannel.HEADERS_TOO_LARGE)
 
 
 class DebugTests(HTTPTestCase):

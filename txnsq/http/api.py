@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.test_http -*-
+# -*- test-case-name: tests.test_http, tests.test_nsqlookupd_http -*-
 """
 The request and reply half of Go's ``internal/http_api``.
 
@@ -13,7 +13,7 @@ share; Go's ``http_api.Log`` line is written here too.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from twisted.logger import Logger
 from twisted.web.iweb import IRequest
@@ -21,9 +21,6 @@ from twisted.web.iweb import IRequest
 from txnsq.cli import format_duration
 from txnsq.protocol.go_json import go_json
 from txnsq.protocol.http_params import APIError, parse_query
-
-if TYPE_CHECKING:
-    from txnsq.nsqd.broker import Broker
 
 __all__ = [
     "APIBase",
@@ -51,15 +48,19 @@ def raw_query(request: IRequest) -> Tuple[bytes, bool]:
 class APIBase:
     """
     Replies in Go's styles, Go's request log line and the request readers
-    of an HTTP API serving ``broker`` (whose clock times requests).
+    of a daemon's HTTP API.  A subclass says which clock times requests
+    (:meth:`_seconds`) and where they are logged (``_log``).
     """
 
-    broker: Broker
     _log: Logger
 
     def _seconds(self) -> float:
-        """Now, by the clock requests are timed with (the broker's)."""
-        return float(self.broker.clock.seconds())
+        """
+        Now, by the clock requests are timed with (the daemon's).
+
+        :raises NotImplementedError: the subclass has not said.
+        """
+        raise NotImplementedError("%s does not say which clock times requests" % (type(self),))
 
     def _begin(self, request: IRequest) -> None:
         """Headers Go would not send go; nothing gets a default type."""

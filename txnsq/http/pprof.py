@@ -1,9 +1,9 @@
-# -*- test-case-name: tests.test_http -*-
+# -*- test-case-name: tests.test_http, tests.test_nsqlookupd_http -*-
 """
 Go's ``net/http/pprof`` routes, with Python's equivalents, for any daemon's
 HTTP API (nsqd and nsqlookupd both serve them).
 
-The profiles themselves are :mod:`txnsq.nsqd.pprof`; this module is their
+The profiles themselves are :mod:`txnsq.http.profiles`; this module is their
 HTTP side: :class:`PprofHandlers` holds the handlers and
 :func:`add_pprof_routes` registers them in a daemon's Klein app and route
 table.  Go nsqd serves the index at ``/debug/pprof/``, nsqlookupd at
@@ -21,9 +21,8 @@ from klein import Klein
 from twisted.internet.defer import Deferred
 from twisted.web.iweb import IRequest
 
-from txnsq.nsqd.http_api import HTML_CONTENT_TYPE, TEXT_CONTENT_TYPE, APIBase, raw_query
-from txnsq.nsqd.http_routes import Route, go_route
-from txnsq.nsqd.pprof import (
+from txnsq.http.api import HTML_CONTENT_TYPE, TEXT_CONTENT_TYPE, APIBase, raw_query
+from txnsq.http.profiles import (
     ProfilerBusy,
     ReactorProfiler,
     memory_summary,
@@ -33,6 +32,7 @@ from txnsq.nsqd.pprof import (
     thread_list,
     thread_stacks,
 )
+from txnsq.http.routes import Route, go_route
 from txnsq.protocol.http_params import go_parse_int, parse_query
 
 __all__ = ["PprofHandlers", "add_pprof_routes"]

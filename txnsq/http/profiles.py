@@ -1,11 +1,11 @@
-# -*- test-case-name: tests.test_http -*-
+# -*- test-case-name: tests.test_http, tests.test_nsqlookupd_http -*-
 """
 Python's stand-ins for Go's ``runtime/pprof``, served under ``/debug/pprof``.
 
 Go's paths are kept with Python's equivalents behind them: thread stacks
 for ``goroutine``, a memory summary for ``heap``, the live threads for
-``threadcreate`` and a cProfile of the reactor thread, where all of nsqd's
-work runs, for ``profile``.
+``threadcreate`` and a cProfile of the reactor thread, where all of a
+daemon's work runs, for ``profile``.
 """
 
 from __future__ import annotations

@@ -1,13 +1,16 @@
-# -*- test-case-name: tests.test_http -*-
+# -*- test-case-name: tests.test_http_routes, tests.test_http, tests.test_nsqlookupd_http -*-
 """
-Go nsqd's route table and julienschmidt/httprouter's answers to a miss.
+Go's daemons' routing (julienschmidt/httprouter) on top of Klein.
 
-:data:`ROUTES` is Go's, and a request that misses it gets httprouter's
-answer: a 301/307 redirect to the path with the trailing slash fixed or the
-case and dots cleaned, ``405`` with an ``Allow`` list (``200`` for
-``OPTIONS``), else ``404 NOT_FOUND``.  Klein (werkzeug) finds the handler;
-the miss logic and the exact method check (werkzeug also routes ``HEAD``
-to ``GET`` handlers, httprouter does not) are :class:`GoRouter`'s.
+Each daemon keeps its own table of :class:`Route` objects, filled by
+:func:`go_route` (nsqd's is ``txnsq.nsqd.http.ROUTES``, nsqlookupd's
+``txnsq.nsqlookupd.http.LOOKUPD_ROUTES``), and a request that misses it
+gets httprouter's answer: a 301/307 redirect to the path with the trailing
+slash fixed or the case and dots cleaned, ``405`` with an ``Allow`` list
+(``200`` for ``OPTIONS``), else ``404 NOT_FOUND``.  Klein (werkzeug) finds
+the handler; the miss logic and the exact method check (werkzeug also
+routes ``HEAD`` to ``GET`` handlers, httprouter does not) are
+:class:`GoRouter`'s.
 """
 
 from __future__ import annotations
@@ -20,12 +23,11 @@ from urllib.parse import quote, unquote_to_bytes
 from klein import Klein
 from twisted.web.iweb import IRequest
 
-from txnsq.nsqd.http_api import HTML_CONTENT_TYPE, APIBase, raw_query
+from txnsq.http.api import HTML_CONTENT_TYPE, APIBase, raw_query
 from txnsq.protocol.http_params import APIError
 
 __all__ = [
     "GoRouter",
-    "ROUTES",
     "Route",
     "allowed_methods",
     "clean_path",
@@ -45,7 +47,7 @@ _ABSOLUTE_FORM = re.compile(rb"[A-Za-z][A-Za-z0-9+.-]*://[^/]*")
 
 class Route:
     """
-    One of Go nsqd's routes.
+    One route of a Go daemon's HTTP server.
 
     :ivar method: the one method it answers (httprouter has no implicit
         ``HEAD``).
@@ -95,27 +97,23 @@ class Route:
         return re.sub(r":(\w+)", r"<\1>", self.pattern)
 
 
-#: Every route of Go nsqd v1.3's HTTP server, plus ``GET /metrics``.
-ROUTES: List[Route] = []
-
-
 def go_route(
     app: Klein,
     method: str,
     pattern: str,
     style: str = "v1",
     logged: bool = True,
-    routes: Optional[List[Route]] = None,
+    *,
+    routes: List[Route],
 ) -> Callable[[Any], Any]:
     """
     Register a handler for one Go route: with Klein (which finds it) and in
-    ``routes`` (which answers misses; nsqd's :data:`ROUTES` by default, each
-    daemon has its own table).  ``style`` is ``v1``, ``text`` or ``raw``
-    (the handler writes its own headers).
+    ``routes``, the daemon's own table (which answers misses).  ``style``
+    is ``v1``, ``text`` or ``raw`` (the handler writes its own headers).
     """
     # Go's pprof handlers are not decorated, so not logged.
     route = Route(method, pattern, style, logged and style != "raw")
-    (ROUTES if routes is None else routes).append(route)
+    routes.append(route)
 
     def register(handler: Any) -> Any:
         route.handler = handler
@@ -134,10 +132,10 @@ def go_route(
 
 
 def find_route(
-    method: str, path: str, routes: Optional[List[Route]] = None
+    method: str, path: str, routes: List[Route]
 ) -> Optional[Tuple[Route, Dict[str, str]]]:
     """The route for ``method`` and ``path`` in ``routes`` and its parameters, if any."""
-    for route in ROUTES if routes is None else routes:
+    for route in routes:
         if route.method == method:
             params = route.match(path)
             if params is not None:
@@ -145,14 +143,14 @@ def find_route(
     return None
 
 
-def allowed_methods(path: str, method: str, routes: Optional[List[Route]] = None) -> str:
+def allowed_methods(path: str, method: str, routes: List[Route]) -> str:
     """
     httprouter's ``Allow`` list for ``path``: the other methods ``routes``
     has a route for, plus ``OPTIONS``, sorted; empty when there is none.
     """
     methods = {
         route.method
-        for route in (ROUTES if routes is None else routes)
+        for route in routes
         if route.method != method and route.match(path) is not None
     }
     methods.discard("OPTIONS")
@@ -178,9 +176,7 @@ def clean_path(path: str) -> str:
     return cleaned
 
 
-def redirect_path(
-    method: str, path: str, routes: Optional[List[Route]] = None
-) -> Optional[str]:
+def redirect_path(method: str, path: str, routes: List[Route]) -> Optional[str]:
     """
     Where httprouter redirects a ``method`` request for ``path`` that has
     no route: the path with its trailing slash added or removed, else the
@@ -189,9 +185,7 @@ def redirect_path(
     """
     if method == "CONNECT" or path == "/":
         return None
-    same_method = [
-        route for route in (ROUTES if routes is None else routes) if route.method == method
-    ]
+    same_method = [route for route in routes if route.method == method]
     if not same_method:
         return None
     if len(path) > 1 and path.endswith("/"):
@@ -240,10 +234,10 @@ class GoRouter(APIBase):
     Dispatch to the Go route a request matches exactly and render the
     result in the route's style; answer a miss as httprouter does.
 
-    :cvar routes: the daemon's route table (nsqd's :data:`ROUTES` here).
+    :cvar routes: the daemon's route table, which each subclass sets.
     """
 
-    routes: List[Route] = ROUTES
+    routes: List[Route]
 
     def _tls_refusal(self, request: IRequest) -> Optional[bytes]:
         """A reply refusing every request before it is routed, or None."""

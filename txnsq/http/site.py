@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.test_http -*-
+# -*- test-case-name: tests.test_http_site -*-
 """
 The HTTP listener's :class:`Site`, answering bytes that are not HTTP as Go's
 net/http does.
@@ -18,8 +18,8 @@ from twisted.web.http import HTTPChannel
 from twisted.web.server import Site
 
 __all__ = [
-    "NSQDHTTPChannel",
-    "NSQDSite",
+    "GoHTTPChannel",
+    "GoSite",
 ]
 
 
@@ -31,7 +31,7 @@ def _go_error_reply(status: bytes) -> bytes:
     )
 
 
-class NSQDHTTPChannel(HTTPChannel):
+class GoHTTPChannel(HTTPChannel):
     """
     An HTTP channel reading request heads as Go's net/http does: a line
     may end in a bare ``\\n``, the head may be 1 MiB + 4 KiB, and an
@@ -66,10 +66,10 @@ class NSQDHTTPChannel(HTTPChannel):
         self.loseConnection()
 
 
-class NSQDSite(Site):
-    """A quiet :class:`Site` speaking through :class:`NSQDHTTPChannel`."""
+class GoSite(Site):
+    """A quiet :class:`Site` speaking through :class:`GoHTTPChannel`."""
 
-    protocol = NSQDHTTPChannel  # type: ignore[assignment]
+    protocol = GoHTTPChannel  # type: ignore[assignment]
     noisy = False
 
     def log(self, request: Any) -> None:

@@ -6,19 +6,20 @@ The app is a class attribute so every :class:`NSQDHTTPAPI` instance serves
 its own broker.  The plain HTTP and the HTTPS listener serve the same
 instance.
 
-This module holds the handlers; Go's design around them lives next door:
+This module holds the handlers and the route table, :data:`ROUTES`; Go's
+design around them is shared with the other daemons in :mod:`txnsq.http`:
 
-- :mod:`txnsq.nsqd.http_routes`: the route table (Go's, registered with
-  :func:`~txnsq.nsqd.http_routes.go_route`) and httprouter's answers to a
-  miss (redirects, ``405`` with ``Allow``, ``404``);
-- :mod:`txnsq.nsqd.http_api`: Go's ``internal/http_api`` reply styles
+- :mod:`txnsq.http.routes`: routes registered with
+  :func:`~txnsq.http.routes.go_route` and httprouter's answers to a miss
+  (redirects, ``405`` with ``Allow``, ``404``);
+- :mod:`txnsq.http.api`: Go's ``internal/http_api`` reply styles
   (``v1``, ``text``; ``raw`` handlers write their own headers), its
   request log line and the request readers;
+- :mod:`txnsq.http.pprof` (``/debug/pprof``) and :mod:`txnsq.http.site`
+  (the :class:`Site` and Go's answer to bytes that are not HTTP);
 - :mod:`txnsq.protocol.http_params` and :mod:`txnsq.protocol.go_json`:
   query strings and bodies parsed, and JSON written, as Go does;
-- :mod:`txnsq.nsqd.http_config` (``/config``), :mod:`txnsq.nsqd.http_pprof`
-  (``/debug/pprof``) and :mod:`txnsq.nsqd.http_site` (the :class:`Site`
-  and Go's answer to bytes that are not HTTP).
+- :mod:`txnsq.nsqd.http_config` (``/config``) is nsqd's own.
 
 ``/debug/pprof/...`` keeps Go's paths with Python's equivalents: thread
 stacks for ``goroutine``, a memory summary for ``heap``, a cProfile of the
@@ -39,14 +40,12 @@ from twisted.web.iweb import IRequest
 from werkzeug.exceptions import HTTPException
 
 from txnsq import __version__
-from txnsq.nsqd.http_api import JSON_CONTENT_TYPE, raw_query
+from txnsq.http.api import JSON_CONTENT_TYPE, raw_query
+from txnsq.http.pprof import PprofHandlers, add_pprof_routes
+from txnsq.http.profiles import ReactorProfiler
+from txnsq.http.routes import GoRouter, Route, go_route
 from txnsq.nsqd.http_config import CONFIG_OPTIONS, config_value, set_config_value
-from txnsq.nsqd.http_pprof import PprofHandlers, add_pprof_routes
-from txnsq.nsqd.http_routes import ROUTES, GoRouter
-from txnsq.nsqd.http_routes import go_route as _route
-from txnsq.nsqd.http_site import NSQDSite
 from txnsq.nsqd.options import TLS_REQUIRED
-from txnsq.nsqd.pprof import ReactorProfiler
 from txnsq.nsqd.topic import PublishError
 from txnsq.protocol.go_json import go_json
 from txnsq.protocol.http_params import (
@@ -63,12 +62,12 @@ from txnsq.protocol.names import is_valid_channel_name, is_valid_topic_name
 if TYPE_CHECKING:
     from txnsq.nsqd.broker import Broker
 
-# Names other than NSQDHTTPAPI are re-exported from where they now live.
+# Names other than NSQDHTTPAPI and ROUTES are re-exported from where they
+# now live.
 __all__ = [
     "APIError",
     "CONFIG_OPTIONS",
     "NSQDHTTPAPI",
-    "NSQDSite",
     "ROUTES",
     "go_json",
     "parse_mpub_binary",
@@ -77,6 +76,9 @@ __all__ = [
 ]
 
 _NS = 1000000000
+
+#: Every route of Go nsqd v1.3's HTTP server, plus ``GET /metrics``.
+ROUTES: List[Route] = []
 
 
 class NSQDHTTPAPI(GoRouter, PprofHandlers):
@@ -95,6 +97,7 @@ class NSQDHTTPAPI(GoRouter, PprofHandlers):
     """
 
     app = Klein()
+    routes = ROUTES
     _log = Logger()
 
     def __init__(
@@ -111,6 +114,10 @@ class NSQDHTTPAPI(GoRouter, PprofHandlers):
         self._clients = clients if clients is not None else (lambda: ())
         self.options_changed = options_changed
         self._profiler = ReactorProfiler(broker.clock)
+
+    def _seconds(self) -> float:
+        """Requests are timed by the broker's clock."""
+        return float(self.broker.clock.seconds())
 
     def _tls_refusal(self, request: IRequest) -> Optional[bytes]:
         """
@@ -191,7 +198,7 @@ class NSQDHTTPAPI(GoRouter, PprofHandlers):
 
     # -- endpoints -------------------------------------------------------
 
-    @_route(app, "GET", "/ping", style="text")
+    @go_route(app, "GET", "/ping", style="text", routes=ROUTES)
     def ping(self, request: IRequest) -> str:
         """``OK`` while healthy; else 500 with Go's ``NOK - <reason>``."""
         healthy, health = self._health()
@@ -199,7 +206,7 @@ class NSQDHTTPAPI(GoRouter, PprofHandlers):
             raise APIError(500, health)
         return health
 
-    @_route(app, "GET", "/info")
+    @go_route(app, "GET", "/info", routes=ROUTES)
     def info(self, request: IRequest) -> Any:
         """Describe this nsqd: version, addresses, ports and limits."""
         options = self.broker.options
@@ -217,7 +224,7 @@ class NSQDHTTPAPI(GoRouter, PprofHandlers):
             "max_deflate_level": options.max_deflate_level,
         }
 
-    @_route(app, "POST", "/pub", logged=False)
+    @go_route(app, "POST", "/pub", logged=False, routes=ROUTES)
     def pub(self, request: IRequest) -> str:
         """
         Publish the body to ``?topic=`` (created if need be), ``defer``
@@ -248,7 +255,7 @@ class NSQDHTTPAPI(GoRouter, PprofHandlers):
             raise APIError(503, "EXITING")
         return "OK"
 
-    @_route(app, "POST", "/mpub", logged=False)
+    @go_route(app, "POST", "/mpub", logged=False, routes=ROUTES)
     def mpub(self, request: IRequest) -> str:
         """
         Publish several messages to ``?topic=``, all or none: one per line,
@@ -278,7 +285,7 @@ class NSQDHTTPAPI(GoRouter, PprofHandlers):
             raise APIError(503, "EXITING")
         return "OK"
 
-    @_route(app, "GET", "/stats")
+    @go_route(app, "GET", "/stats", routes=ROUTES)
     def stats(self, request: IRequest) -> Any:
         """
         Topics, channels, clients and memory: text, or JSON with
@@ -307,7 +314,7 @@ class NSQDHTTPAPI(GoRouter, PprofHandlers):
             return nsqd_stats.to_json(snapshot)
         return nsqd_stats.to_text(snapshot, self.broker.clock.seconds()).encode("utf-8")
 
-    @_route(app, "GET", "/metrics", style="raw")
+    @go_route(app, "GET", "/metrics", style="raw", routes=ROUTES)
     def metrics(self, request: IRequest) -> bytes:
         """txnsq's own: the ``/stats`` numbers for Prometheus."""
         from txnsq.nsqd import metrics as nsqd_metrics
@@ -324,12 +331,12 @@ class NSQDHTTPAPI(GoRouter, PprofHandlers):
 
     # -- topics and channels ---------------------------------------------
 
-    @_route(app, "POST", "/topic/create")
+    @go_route(app, "POST", "/topic/create", routes=ROUTES)
     def topic_create(self, request: IRequest) -> None:
         """Create ``?topic=`` (nothing happens if it exists)."""
         self._topic_from_query(request)
 
-    @_route(app, "POST", "/topic/delete")
+    @go_route(app, "POST", "/topic/delete", routes=ROUTES)
     def topic_delete(self, request: IRequest) -> None:
         """Delete ``?topic=``, its channels and their messages."""
         name = self._topic_name(request)
@@ -338,7 +345,7 @@ class NSQDHTTPAPI(GoRouter, PprofHandlers):
         except KeyError:
             raise APIError(404, "TOPIC_NOT_FOUND")
 
-    @_route(app, "POST", "/topic/empty")
+    @go_route(app, "POST", "/topic/empty", routes=ROUTES)
     def topic_empty(self, request: IRequest) -> None:
         """Drop the messages ``?topic=`` holds itself (its channels keep theirs)."""
         name = self._topic_name(request)
@@ -359,17 +366,17 @@ class NSQDHTTPAPI(GoRouter, PprofHandlers):
         else:
             topic.unpause()
 
-    @_route(app, "POST", "/topic/pause")
+    @go_route(app, "POST", "/topic/pause", routes=ROUTES)
     def topic_pause(self, request: IRequest) -> None:
         """Hold ``?topic=``'s messages in the topic until unpaused."""
         self._pause_topic(request, True)
 
-    @_route(app, "POST", "/topic/unpause")
+    @go_route(app, "POST", "/topic/unpause", routes=ROUTES)
     def topic_unpause(self, request: IRequest) -> None:
         """Resume copying ``?topic=``'s messages to its channels."""
         self._pause_topic(request, False)
 
-    @_route(app, "POST", "/channel/create")
+    @go_route(app, "POST", "/channel/create", routes=ROUTES)
     def channel_create(self, request: IRequest) -> None:
         """Create ``?channel=`` on the existing ``?topic=``."""
         topic, name = self._existing_topic_and_channel(request)
@@ -378,7 +385,7 @@ class NSQDHTTPAPI(GoRouter, PprofHandlers):
         except ValueError:
             raise APIError(400, "INVALID_ARG_CHANNEL")
 
-    @_route(app, "POST", "/channel/delete")
+    @go_route(app, "POST", "/channel/delete", routes=ROUTES)
     def channel_delete(self, request: IRequest) -> None:
         """Delete a channel and its messages; its consumers are closed."""
         topic, name = self._existing_topic_and_channel(request)
@@ -387,17 +394,17 @@ class NSQDHTTPAPI(GoRouter, PprofHandlers):
         except KeyError:
             raise APIError(404, "CHANNEL_NOT_FOUND")
 
-    @_route(app, "POST", "/channel/empty")
+    @go_route(app, "POST", "/channel/empty", routes=ROUTES)
     def channel_empty(self, request: IRequest) -> None:
         """Drop a channel's queued messages."""
         self._existing_channel(request).empty()
 
-    @_route(app, "POST", "/channel/pause")
+    @go_route(app, "POST", "/channel/pause", routes=ROUTES)
     def channel_pause(self, request: IRequest) -> None:
         """Stop a channel delivering until unpaused."""
         self._existing_channel(request).pause()
 
-    @_route(app, "POST", "/channel/unpause")
+    @go_route(app, "POST", "/channel/unpause", routes=ROUTES)
     def channel_unpause(self, request: IRequest) -> None:
         """Let a paused channel deliver again."""
         self._existing_channel(request).unpause()
@@ -415,12 +422,12 @@ class NSQDHTTPAPI(GoRouter, PprofHandlers):
         except KeyError:
             raise APIError(400, "INVALID_OPTION")
 
-    @_route(app, "GET", "/config/:opt")
+    @go_route(app, "GET", "/config/:opt", routes=ROUTES)
     def config_get(self, request: IRequest, opt: str) -> Any:
         """An option's value by Go's config name."""
         return self._config(request, opt, False)
 
-    @_route(app, "PUT", "/config/:opt")
+    @go_route(app, "PUT", "/config/:opt", routes=ROUTES)
     def config_put(self, request: IRequest, opt: str) -> Any:
         """Change ``nsqlookupd_tcp_addresses`` (a JSON list) or ``log_level``."""
         return self._config(request, opt, True)
@@ -430,7 +437,7 @@ class NSQDHTTPAPI(GoRouter, PprofHandlers):
     # Go's pprof handlers, between /config and the two below.
     add_pprof_routes(app, ROUTES, "/debug/pprof/")
 
-    @_route(app, "PUT", "/debug/setblockrate", style="text")
+    @go_route(app, "PUT", "/debug/setblockrate", style="text", routes=ROUTES)
     def debug_setblockrate(self, request: IRequest) -> str:
         """Go's block profile rate: checked as Go does; no effect in Python."""
         values, _ = parse_query(raw_query(request)[0])
@@ -442,7 +449,7 @@ class NSQDHTTPAPI(GoRouter, PprofHandlers):
             )
         return ""
 
-    @_route(app, "POST", "/debug/freememory", style="text")
+    @go_route(app, "POST", "/debug/freememory", style="text", routes=ROUTES)
     def debug_freememory(self, request: IRequest) -> str:
         """Go's ``debug.FreeOSMemory``: here a full garbage collection."""
         gc.collect()

@@ -20,8 +20,9 @@ from twisted.logger import Logger
 from twisted.protocols.tls import TLSMemoryBIOFactory
 
 from txnsq.cli import version_string
+from txnsq.http.site import GoSite
 from txnsq.nsqd.broker import Broker
-from txnsq.nsqd.http import NSQDHTTPAPI, NSQDSite
+from txnsq.nsqd.http import NSQDHTTPAPI
 from txnsq.nsqd.listener import ListeningService
 from txnsq.nsqd.lookup import LookupService
 from txnsq.logging import set_log_level
@@ -96,7 +97,7 @@ class NSQDService(MultiService):
             "HTTP",
             reactor,
             listen_endpoint_description(options.http_address),
-            NSQDSite(resource),
+            GoSite(resource),
         )
         self.https_listener: Optional[ListeningService] = None
         if tls is not None and options.https_address:
@@ -104,7 +105,7 @@ class NSQDService(MultiService):
                 "HTTPS",
                 reactor,
                 listen_endpoint_description(options.https_address),
-                TLSMemoryBIOFactory(tls, False, NSQDSite(resource)),
+                TLSMemoryBIOFactory(tls, False, GoSite(resource)),
             )
         self.tcp_listener.setServiceParent(self)
         self.http_listener.setServiceParent(self)

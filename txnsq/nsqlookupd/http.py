@@ -3,11 +3,11 @@
 nsqlookupd's HTTP API, served with Klein, answering as Go nsqlookupd v1.3
 does: the same routes, replies, JSON and errors.
 
-The routing and reply machinery is nsqd's: Go's ``internal/http_api``
-styles (:mod:`txnsq.nsqd.http_api`), julienschmidt/httprouter's answers to
-a miss (:mod:`txnsq.nsqd.http_routes`, with nsqlookupd's own route table
-:data:`LOOKUPD_ROUTES`) and the ``/debug/pprof`` handlers
-(:mod:`txnsq.nsqd.http_pprof`).
+The routing and reply machinery is shared with nsqd (:mod:`txnsq.http`):
+Go's ``internal/http_api`` styles (:mod:`txnsq.http.api`),
+julienschmidt/httprouter's answers to a miss (:mod:`txnsq.http.routes`,
+with nsqlookupd's own route table :data:`LOOKUPD_ROUTES`) and the
+``/debug/pprof`` handlers (:mod:`txnsq.http.pprof`).
 
 Beyond Go: ``POST /topic/delete`` and ``POST /channel/delete`` also delete
 the topic or channel on the nsqd producers registered for it, as nsqadmin
@@ -26,10 +26,10 @@ from twisted.web.iweb import IRequest
 from twisted.web.resource import IResource
 from werkzeug.exceptions import HTTPException
 
-from txnsq.nsqd.http_api import raw_query
-from txnsq.nsqd.http_pprof import PprofHandlers, add_pprof_routes
-from txnsq.nsqd.http_routes import GoRouter, Route, go_route
-from txnsq.nsqd.pprof import ReactorProfiler
+from txnsq.http.api import raw_query
+from txnsq.http.pprof import PprofHandlers, add_pprof_routes
+from txnsq.http.profiles import ReactorProfiler
+from txnsq.http.routes import GoRouter, Route, go_route
 from txnsq.nsqlookupd.core import NSQLookupd
 from txnsq.nsqlookupd.producer_client import (
     AgentProducerClient,

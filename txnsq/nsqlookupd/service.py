@@ -18,10 +18,10 @@ from twisted.internet.defer import Deferred, DeferredList, maybeDeferred
 from twisted.internet.interfaces import IListeningPort
 from twisted.logger import Logger
 
-from txnsq.nsqd.http_site import NSQDSite
 from txnsq.nsqd.listener import ListeningService, format_address
 from txnsq.nsqd.options import listen_endpoint_description
 from txnsq.cli import version_string
+from txnsq.http.site import GoSite
 from txnsq.nsqlookupd.core import NSQLookupd
 from txnsq.nsqlookupd.options import NSQLookupdOptions
 from txnsq.nsqlookupd.tcp import LookupFactory
@@ -66,7 +66,7 @@ class NSQLookupdService(MultiService):
             "HTTP",
             reactor,
             listen_endpoint_description(options.http_address),
-            NSQDSite(http_resource(self.lookupd)),
+            GoSite(http_resource(self.lookupd)),
         )
         self.tcp_listener.setServiceParent(self)
         self.http_listener.setServiceParent(self)
