@@ -169,7 +169,7 @@ class TopologyListenerTests(SynchronousTestCase):
         )
 
     def test_topic_delete_tells_channels_after_topic(self) -> None:
-        """Deleting a topic tells its deletion, then each of its channels' (Go's order)."""
+        """Deleting a topic tells each of its channels' deletion, then its own (no lookupd warning)."""
         topic = self.broker.get_topic("t")
         topic.get_channel("a")
         topic.get_channel("b")
@@ -177,7 +177,7 @@ class TopologyListenerTests(SynchronousTestCase):
         self.broker.delete_topic("t")
         self.assertEqual(
             self.listener.events,
-            [("topic_deleted", "t"), ("channel_deleted", "t", "a"), ("channel_deleted", "t", "b")],
+            [("channel_deleted", "t", "a"), ("channel_deleted", "t", "b"), ("topic_deleted", "t")],
         )
 
     def test_ephemeral_deletion(self) -> None:

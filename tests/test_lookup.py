@@ -149,7 +149,7 @@ class RegistrationTests(LookupServiceTestCase):
         self.assertEqual(
             self.take(transport),
             b"REGISTER t\nREGISTER t c\nUNREGISTER t c\nREGISTER t d\n"
-            b"UNREGISTER t\nUNREGISTER t d\n",
+            b"UNREGISTER t d\nUNREGISTER t\n",
         )
 
     def test_ephemeral(self) -> None:

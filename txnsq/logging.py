@@ -15,9 +15,11 @@ from typing import IO, Any, Dict, Optional, Tuple
 
 from twisted.logger import (
     FilteringLogObserver,
+    ILogFilterPredicate,
     ILogObserver,
     LogLevel,
     LogLevelFilterPredicate,
+    PredicateResult,
     formatEvent,
     globalLogBeginner,
 )
@@ -104,6 +106,31 @@ class GoStyleLogObserver:
         self.stream.flush()
 
 
+@implementer(ILogFilterPredicate)
+class FrameworkChatterFilter:
+    """
+    Keeps Twisted's own informational lines ("Factory starting on 4150",
+    "Starting factory ...", "Scheduling retry ...", "Main loop
+    terminated.") off the console unless the level is ``debug``: Go's
+    daemons print none of them, and scripts that read the logs expect
+    Go's lines only.  Warnings and errors always pass.
+    """
+
+    def __init__(self, levels: LogLevelFilterPredicate) -> None:
+        self._levels = levels
+
+    def __call__(self, event: Dict[str, Any]) -> PredicateResult:
+        namespace = event.get("log_namespace") or ""
+        if not (namespace == "log_legacy" or namespace.startswith("twisted.")):
+            return PredicateResult.maybe
+        level = event.get("log_level", LogLevel.info)
+        if level >= LogLevel.warn:
+            return PredicateResult.maybe
+        if self._levels.logLevelForNamespace("") <= LogLevel.debug:
+            return PredicateResult.maybe
+        return PredicateResult.no
+
+
 #: The level filter of the console logging started by this module, if any.
 _console_predicate: Optional[LogLevelFilterPredicate] = None
 
@@ -127,5 +154,8 @@ def start_console_logging(program: str, level: str, prefix: Optional[str]) -> No
         prefix = "[%s] " % (program,)
     global _console_predicate
     _console_predicate = LogLevelFilterPredicate(defaultLogLevel=parse_log_level(level))
-    observer = FilteringLogObserver(GoStyleLogObserver(prefix), [_console_predicate])
+    observer = FilteringLogObserver(
+        GoStyleLogObserver(prefix),
+        [_console_predicate, FrameworkChatterFilter(_console_predicate)],
+    )
     globalLogBeginner.beginLoggingTo([observer], redirectStandardIO=False)

@@ -125,11 +125,13 @@ class Broker:
         channels = list(topic.channels.values())
         topic.delete()
         self._topology_changed()
-        # Go unregisters the topic, then each of its channels as it goes.
+        # Channels first, then the topic: a lookupd that sees the topic go
+        # while it still lists channels of it warns of an "unexpected
+        # UNREGISTER" (Go's nsqd sends them in no fixed order).
         for listener in list(self._listeners):
-            self._tell(listener.topic_deleted, topic)
             for channel in channels:
                 self._tell(listener.channel_deleted, topic, channel)
+            self._tell(listener.topic_deleted, topic)
 
     def add_listener(self, listener: TopologyListener) -> None:
         """Tell ``listener`` about topics and channels from now on."""

@@ -240,8 +240,9 @@ class LookupProtocolV1(Protocol):
             if left == 0 and channel.endswith(EPHEMERAL_SUFFIX):
                 db.remove_registration(registration)
             return b"OK"
-        # Unregistering a topic takes its channels with it.  nsqd removes
-        # its channels first, so finding any here is worth a warning.
+        # Unregistering a topic takes its channels with it.  txnsq's nsqd
+        # unregisters a deleted topic's channels first; Go's nsqd sends
+        # them in no fixed order, so finding any here is only a warning.
         for registration in db.find_registrations(CHANNEL, topic, "*"):
             removed, _ = db.remove_producer(registration, peer.id)
             if removed:
