@@ -3,7 +3,7 @@
 from twisted.internet.address import IPv4Address, IPv6Address, UNIXAddress
 from twisted.trial.unittest import SynchronousTestCase
 
-from txnsq.addresses import go_address
+from txnsq.addresses import go_address, join_host_port, split_host_port
 
 
 class GoAddressTests(SynchronousTestCase):
@@ -23,3 +23,23 @@ class GoAddressTests(SynchronousTestCase):
     def test_none(self) -> None:
         """No peer: empty strings."""
         self.assertEqual(go_address(None), ("", ""))
+
+
+class HostPortTests(SynchronousTestCase):
+    """split_host_port and join_host_port, as Go's net.SplitHostPort and JoinHostPort."""
+
+    def test_split(self) -> None:
+        """host:port and [v6]:port are split as Go's net.SplitHostPort does."""
+        self.assertEqual(split_host_port("127.0.0.1:4160"), ("127.0.0.1", 4160))
+        self.assertEqual(split_host_port("lookupd:4160"), ("lookupd", 4160))
+        self.assertEqual(split_host_port("[::1]:4160"), ("::1", 4160))
+
+    def test_split_invalid(self) -> None:
+        """Addresses without a valid port, or with a bare IPv6 host, are refused."""
+        for address in ("lookupd", "lookupd:", ":4160", "h:port", "h:70000", "::1:4160"):
+            self.assertRaises(ValueError, split_host_port, address)
+
+    def test_join(self) -> None:
+        """IPv6 hosts get brackets."""
+        self.assertEqual(join_host_port("h", 1), "h:1")
+        self.assertEqual(join_host_port("::1", 1), "[::1]:1")

@@ -30,7 +30,6 @@ from txnsq.client.connection import (
     NSQConnection,
     NSQConnectionError,
     connect,
-    split_address,
 )
 from txnsq.client.message import Message
 from txnsq.nsqd.broker import Broker
@@ -992,9 +991,3 @@ class ConnectTests(SynchronousTestCase):
         """A malformed address is refused at once."""
         self.assertRaises(ValueError, connect, self.reactor, "no-port", config())
 
-    def test_split_address(self) -> None:
-        """host:port and [v6]:port."""
-        self.assertEqual(split_address("[::1]:4150"), ("::1", 4150))
-        self.assertEqual(split_address("nsqd.example:4150"), ("nsqd.example", 4150))
-        self.assertRaises(ValueError, split_address, "::1:4150")
-        self.assertRaises(ValueError, split_address, "host:99999")

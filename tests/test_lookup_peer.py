@@ -16,12 +16,7 @@ from twisted.logger import Logger, formatEvent
 from twisted.python.failure import Failure
 from twisted.trial.unittest import SynchronousTestCase
 
-from txnsq.nsqd.lookup_peer import (
-    LookupdInfo,
-    LookupPeer,
-    join_host_port,
-    split_host_port,
-)
+from txnsq.nsqd.lookup_peer import LookupdInfo, LookupPeer
 from txnsq.protocol.lookup_v1 import encode_response
 
 #: The lookupd's IDENTIFY reply, as Go's nsqlookupd sends it.
@@ -336,23 +331,7 @@ class ReconnectTests(LookupPeerTestCase):
 
 
 class AddressTests(SynchronousTestCase):
-    """split_host_port, join_host_port and the endpoints made from addresses."""
-
-    def test_split(self) -> None:
-        """host:port and [v6]:port are split as Go's net.SplitHostPort does."""
-        self.assertEqual(split_host_port("127.0.0.1:4160"), ("127.0.0.1", 4160))
-        self.assertEqual(split_host_port("lookupd:4160"), ("lookupd", 4160))
-        self.assertEqual(split_host_port("[::1]:4160"), ("::1", 4160))
-
-    def test_split_invalid(self) -> None:
-        """Addresses without a valid port, or with a bare IPv6 host, are refused."""
-        for address in ("lookupd", "lookupd:", ":4160", "h:port", "h:70000", "::1:4160"):
-            self.assertRaises(ValueError, split_host_port, address)
-
-    def test_join(self) -> None:
-        """IPv6 hosts get brackets."""
-        self.assertEqual(join_host_port("h", 1), "h:1")
-        self.assertEqual(join_host_port("::1", 1), "[::1]:1")
+    """Peers made from addresses."""
 
     def test_invalid_address_refused(self) -> None:
         """A peer cannot be made for an address that is not host:port."""

@@ -1,17 +1,21 @@
 # -*- test-case-name: tests.test_addresses -*-
 """
-Peer addresses written the way Go writes them, for logs, stats and the
-``remote_address`` nsqlookupd reports.
+Addresses the way Go reads and writes them: ``host:port`` with IPv6 hosts
+in brackets (``net.SplitHostPort``, ``net.JoinHostPort``), peers as
+``RemoteAddr().String()`` for logs, stats and the ``remote_address``
+nsqlookupd reports, and client endpoints for such addresses.
 """
 
 from __future__ import annotations
 
-from typing import Optional, Tuple
+from typing import Any, Optional, Tuple
 
+from twisted.internet.abstract import isIPAddress, isIPv6Address
 from twisted.internet.address import IPv4Address, IPv6Address, UNIXAddress
-from twisted.internet.interfaces import IAddress
+from twisted.internet.endpoints import HostnameEndpoint, TCP4ClientEndpoint, TCP6ClientEndpoint
+from twisted.internet.interfaces import IAddress, IStreamClientEndpoint
 
-__all__ = ["go_address"]
+__all__ = ["client_endpoint", "go_address", "join_host_port", "split_host_port"]
 
 
 def go_address(peer: Optional[IAddress]) -> Tuple[str, str]:
@@ -30,3 +34,38 @@ def go_address(peer: Optional[IAddress]) -> Tuple[str, str]:
             name = name.decode("utf-8", "replace")
         return name or "@", ""
     return "", ""
+
+
+def split_host_port(address: str) -> Tuple[str, int]:
+    """
+    ``host:port`` or ``[v6]:port`` as Go's ``net.SplitHostPort`` reads it.
+
+    :raises ValueError: no port, or not a valid one.
+    """
+    host, colon, port = address.rpartition(":")
+    if not colon or not host or not port.isdigit():
+        raise ValueError("invalid address %r (want host:port)" % (address,))
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    elif ":" in host:
+        raise ValueError("invalid address %r (IPv6 hosts go in brackets)" % (address,))
+    number = int(port)
+    if number > 65535:
+        raise ValueError("invalid port in %r" % (address,))
+    return host, number
+
+
+def join_host_port(host: str, port: int) -> str:
+    """Go's ``net.JoinHostPort``: brackets around IPv6 hosts."""
+    if ":" in host:
+        return "[%s]:%d" % (host, port)
+    return "%s:%d" % (host, port)
+
+
+def client_endpoint(reactor: Any, host: str, port: int, timeout: float) -> IStreamClientEndpoint:
+    """A client endpoint for ``host``; IP literals skip name resolution."""
+    if isIPAddress(host):
+        return TCP4ClientEndpoint(reactor, host, port, timeout=timeout)
+    if isIPv6Address(host):
+        return TCP6ClientEndpoint(reactor, host, port, timeout=timeout)
+    return HostnameEndpoint(reactor, host, port, timeout=timeout)

@@ -44,16 +44,15 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Deque, Dict, List, Optional, Protocol as TypingProtocol, Tuple, Union
 
-from twisted.internet.abstract import isIPAddress, isIPv6Address
 from twisted.internet.defer import CancelledError, Deferred, fail
-from twisted.internet.endpoints import HostnameEndpoint, TCP4ClientEndpoint, TCP6ClientEndpoint
 from twisted.internet.error import ConnectingCancelledError
-from twisted.internet.interfaces import IDelayedCall, IReactorTime, IStreamClientEndpoint
+from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from twisted.internet.protocol import Factory, Protocol
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
 from txnsq import __version__
+from txnsq.addresses import client_endpoint, split_host_port
 from txnsq.client.message import Message
 from txnsq.protocol import v2_client as codec
 from txnsq.protocol.compression import (
@@ -80,7 +79,6 @@ __all__ = [
     "NSQConnectionError",
     "NSQError",
     "connect",
-    "split_address",
 ]
 
 #: What nsqd allows in flight per connection when it does not say
@@ -525,7 +523,7 @@ class NSQConnection(Protocol):
             if options is None:
                 from twisted.internet.ssl import optionsForClientTLS
 
-                options = optionsForClientTLS(split_address(self.address)[0])
+                options = optionsForClientTLS(split_host_port(self.address)[0])
             self._state = _STATE_TLS
             start_tls(options)
             self.tls = True
@@ -911,34 +909,6 @@ class NSQConnection(Protocol):
             self._disconnect()
 
 
-def split_address(address: str) -> Tuple[str, int]:
-    """
-    ``host:port`` or ``[v6]:port`` as Go's ``net.SplitHostPort`` reads it.
-
-    :raises ValueError: no port, or not a valid one.
-    """
-    host, colon, port = address.rpartition(":")
-    if not colon or not host or not port.isdigit():
-        raise ValueError("invalid address %r (want host:port)" % (address,))
-    if host.startswith("[") and host.endswith("]"):
-        host = host[1:-1]
-    elif ":" in host:
-        raise ValueError("invalid address %r (IPv6 hosts go in brackets)" % (address,))
-    number = int(port)
-    if number > 65535:
-        raise ValueError("invalid port in %r" % (address,))
-    return host, number
-
-
-def _endpoint(reactor: Any, host: str, port: int, timeout: float) -> IStreamClientEndpoint:
-    """A client endpoint; IP literals skip name resolution."""
-    if isIPAddress(host):
-        return TCP4ClientEndpoint(reactor, host, port, timeout=timeout)
-    if isIPv6Address(host):
-        return TCP6ClientEndpoint(reactor, host, port, timeout=timeout)
-    return HostnameEndpoint(reactor, host, port, timeout=timeout)
-
-
 class _ConnectionFactory(Factory):
     """Builds the one :class:`NSQConnection` of a :func:`connect` call."""
 
@@ -974,9 +944,9 @@ def connect(
     :raises ValueError: a malformed ``address``.
     """
     config = config if config is not None else ConnectionConfig()
-    host, port = split_address(address)
+    host, port = split_host_port(address)
     connection = NSQConnection(address, config, delegate, clock if clock is not None else reactor)
-    attempt: "Deferred[Any]" = _endpoint(reactor, host, port, config.dial_timeout).connect(
+    attempt: "Deferred[Any]" = client_endpoint(reactor, host, port, config.dial_timeout).connect(
         _ConnectionFactory(connection)
     )
 

@@ -28,9 +28,10 @@ from twisted.internet.task import LoopingCall
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
+from txnsq.addresses import join_host_port
 from txnsq.http_client import describe_failure, status_error_text
 
-__all__ = ["LookupdError", "LookupdPoller", "join_host_port", "lookup_url", "parse_lookup_response"]
+__all__ = ["LookupdError", "LookupdPoller", "lookup_url", "parse_lookup_response"]
 
 _log = Logger(namespace="txnsq.client.discovery")
 
@@ -61,13 +62,6 @@ def lookup_url(address: str, topic: str) -> str:
     params = [(k, v) for k, v in parse_qsl(query, keep_blank_values=True) if k != "topic"]
     params.append(("topic", topic))
     return urlunsplit((scheme, netloc, path, urlencode(params), fragment))
-
-
-def join_host_port(host: str, port: int) -> str:
-    """``host:port``, bracketing IPv6 hosts as Go's ``net.JoinHostPort``."""
-    if ":" in host:
-        return "[%s]:%d" % (host, port)
-    return "%s:%d" % (host, port)
 
 
 def parse_lookup_response(body: bytes) -> List[str]:

@@ -22,7 +22,8 @@ from twisted.internet.interfaces import IReactorTime
 from twisted.python.failure import Failure
 from twisted.web.iweb import IPolicyForHTTPS
 
-from txnsq.client.connection import NSQConnectionError, split_address
+from txnsq.addresses import split_host_port
+from txnsq.client.connection import NSQConnectionError
 from txnsq.http_client import GoHTTPClient, describe_failure, status_error_text
 from txnsq.protocol.v2_client import NSQError, check_topic, mpub_body
 
@@ -90,7 +91,7 @@ class HTTPPublisher:
         tls_policy: Optional[IPolicyForHTTPS] = None,
         binary: bool = True,
     ) -> None:
-        split_address(nsqd_http_address)
+        split_host_port(nsqd_http_address)
         if reactor is None:
             from twisted.internet import reactor as global_reactor
 

@@ -28,8 +28,8 @@ from txnsq.client.connection import (
     NSQConnection,
     NSQConnectionError,
     connect,
-    split_address,
 )
+from txnsq.addresses import split_host_port
 from txnsq.client.message import Message
 from txnsq.protocol.v2_client import NSQError, check_topic
 
@@ -98,7 +98,7 @@ class Producer:
         if not addresses:
             raise ValueError("a Producer needs at least one nsqd address")
         for address in addresses:
-            split_address(address)
+            split_host_port(address)
         if reactor is None:
             from twisted.internet import reactor as global_reactor
 

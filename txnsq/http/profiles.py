@@ -133,7 +133,7 @@ def memory_summary(top: int = 30) -> str:
         tracing = False
     if not tracing:
         out.append(
-            "not tracing: start nsqd with PYTHONTRACEMALLOC=1 (or more frames) "
+            "not tracing: start the daemon with PYTHONTRACEMALLOC=1 (or more frames) "
             "to see which lines allocate\n"
         )
     else:
@@ -158,7 +158,7 @@ def thread_list() -> str:
 
 _PPROF_PROFILES: Sequence[Tuple[str, str, str]] = (
     ("block", "block", "Python has no blocking profile; see profile for the reactor thread's time."),
-    ("cmdline", "cmdline", "The command line of the running nsqd, NUL separated."),
+    ("cmdline", "cmdline", "The command line of the running daemon, NUL separated."),
     (
         "goroutine",
         "goroutine?debug=1",

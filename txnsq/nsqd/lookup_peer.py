@@ -26,13 +26,7 @@ from typing import Any, Callable, Deque, Iterable, Mapping, Optional, Tuple
 
 from twisted.application.internet import ClientService, backoffPolicy
 from twisted.application.service import Service
-from twisted.internet.abstract import isIPAddress, isIPv6Address
 from twisted.internet.defer import Deferred, succeed
-from twisted.internet.endpoints import (
-    HostnameEndpoint,
-    TCP4ClientEndpoint,
-    TCP6ClientEndpoint,
-)
 from twisted.internet.interfaces import IReactorTime, IStreamClientEndpoint
 from twisted.internet.protocol import Factory, Protocol
 from twisted.internet.task import LoopingCall
@@ -40,6 +34,7 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 from zope.interface import implementer
 
+from txnsq.addresses import client_endpoint, join_host_port, split_host_port
 from txnsq.protocol.errors import ProtocolError
 from txnsq.protocol.lookup_v1 import (
     MAGIC_V1,
@@ -57,8 +52,6 @@ __all__ = [
     "LookupPeer",
     "LookupPeerProtocol",
     "LookupdInfo",
-    "join_host_port",
-    "split_host_port",
 ]
 
 #: Seconds to wait for the TCP connection (Go dials with a one-second timeout).
@@ -72,42 +65,6 @@ PING_INTERVAL = 15.0
 REPLY_TIMEOUT = 5.0
 
 _IDENTIFY_PREFIX = b"IDENTIFY\n"
-
-
-def split_host_port(address: str) -> Tuple[str, int]:
-    """
-    ``host:port`` or ``[v6]:port`` as Go's ``net.SplitHostPort`` reads it.
-
-    :raises ValueError: no port, or not a valid one.
-    """
-    host, colon, port = address.rpartition(":")
-    if not colon or not host or not port.isdigit():
-        raise ValueError("invalid address %r (want host:port)" % (address,))
-    if host.startswith("[") and host.endswith("]"):
-        host = host[1:-1]
-    elif ":" in host:
-        raise ValueError("invalid address %r (IPv6 hosts go in brackets)" % (address,))
-    number = int(port)
-    if number > 65535:
-        raise ValueError("invalid port in %r" % (address,))
-    return host, number
-
-
-def join_host_port(host: str, port: int) -> str:
-    """Go's ``net.JoinHostPort``: brackets around IPv6 hosts."""
-    if ":" in host:
-        return "[%s]:%d" % (host, port)
-    return "%s:%d" % (host, port)
-
-
-def _endpoint(reactor: Any, address: str, timeout: float) -> IStreamClientEndpoint:
-    """A client endpoint for ``address``; IP literals skip name resolution."""
-    host, port = split_host_port(address)
-    if isIPAddress(host):
-        return TCP4ClientEndpoint(reactor, host, port, timeout=timeout)
-    if isIPv6Address(host):
-        return TCP6ClientEndpoint(reactor, host, port, timeout=timeout)
-    return HostnameEndpoint(reactor, host, port, timeout=timeout)
 
 
 class LookupdInfo:
@@ -310,7 +267,8 @@ class LookupPeer(Service):
     :param clock: times pings, retries and reply deadlines.
     :param endpoint: where to connect; made from ``address`` when omitted.
     :param retry_policy: seconds to wait before the n-th retry; a backoff
-        from 1 s to 15 s (Go retries at every 15 s ping) when omitted.
+        from 1 s to 15 s, each with up to 1 s of random jitter (Go retries
+        at every 15 s ping), when omitted.
     :raises ValueError: ``address`` is not ``host:port`` (when no
         ``endpoint`` is given).
 
@@ -341,7 +299,7 @@ class LookupPeer(Service):
         self._identify = identify
         self._registrations = registrations
         if endpoint is None:
-            endpoint = _endpoint(reactor, address, CONNECT_TIMEOUT)
+            endpoint = client_endpoint(reactor, *split_host_port(address), CONNECT_TIMEOUT)
         self._client = ClientService(
             _LoggingEndpoint(self, endpoint),
             _PeerFactory(self),

@@ -23,6 +23,7 @@ from urllib.parse import quote
 
 from twisted.internet.defer import Deferred, DeferredList
 
+from txnsq.addresses import join_host_port
 from txnsq.http_client import describe_failure, status_error_text
 
 __all__ = [
@@ -35,12 +36,6 @@ Requester = Callable[[str, str], "Deferred[Any]"]
 
 class ClusterError(Exception):
     """A question could not be answered; ``str()`` lists each failure."""
-
-
-def _join_host_port(host: str, port: int) -> str:
-    if ":" in host:
-        return "[%s]:%d" % (host, port)
-    return "%s:%d" % (host, port)
 
 
 def _unwrap(document: Any) -> Any:
@@ -124,7 +119,7 @@ class ClusterHTTP:
                     host = producer.get("broadcast_address")
                     port = producer.get("http_port")
                     if isinstance(host, str) and isinstance(port, int):
-                        found[_join_host_port(host, port)] = None
+                        found[join_host_port(host, port)] = None
             return list(found)
 
         return self._get_all(urls).addCallback(producers)
