@@ -145,13 +145,13 @@ class ClusterTestCase(TestCase):
         return process
 
     @inlineCallbacks
-    def start_nsqd(self) -> Generator[Any, Any, NSQDProcess]:
+    def start_nsqd(self, tcp_port: int = 0, http_port: int = 0) -> Generator[Any, Any, NSQDProcess]:
         """Start an nsqd in memory, broadcasting 127.0.0.1, registered with every lookupd."""
         data_path = self.directory()
         process = NSQDProcess(
             [
-                "--tcp-address=127.0.0.1:0",
-                "--http-address=127.0.0.1:0",
+                "--tcp-address=127.0.0.1:%d" % (tcp_port,),
+                "--http-address=127.0.0.1:%d" % (http_port,),
                 "--broadcast-address=127.0.0.1",
                 "--storage=memory",
                 "--data-path=" + data_path,
