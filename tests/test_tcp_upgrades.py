@@ -409,7 +409,7 @@ class TLSUpgradeTests(UpgradeTestCase):
         """tls_v1 without a server certificate is declined: no handshake, no extra OK."""
         client = self.connect()  # StringTransport: startTLS would fail
         client.send(negotiate(tls_v1=True))
-        [(frame_type, data)] = client.frames()
+        frame_type, data = client.take_frame()
         self.assertFalse(json.loads(data)["tls_v1"])
         client.send(b"SUB t c\n")
         self.assertEqual(client.raw(), OK)
@@ -630,7 +630,7 @@ class CompressionMixin:
         """A client that negotiated this compression; its client-side codec."""
         client = self.connect()
         client.send(negotiate(**{self.kind: True}, **fields))
-        [(frame_type, data)] = client.frames()
+        frame_type, data = client.take_frame()
         reply = json.loads(data)
         self.assertEqual(frame_type, RESPONSE)
         self.assertTrue(reply[self.kind])
@@ -643,7 +643,7 @@ class CompressionMixin:
         """The IDENTIFY reply is plain; the OK that follows is compressed."""
         client = self.connect()
         client.send(negotiate(**{self.kind: True}))
-        [(frame_type, data)] = client.frames()
+        frame_type, data = client.take_frame()
         reply = json.loads(data)
         self.assertTrue(reply[self.kind])
         self.assertFalse(reply["tls_v1"])
@@ -745,7 +745,7 @@ class CompressionMixin:
         self.make_factory(**{self.kind: False})
         client = self.connect()
         client.send(negotiate(**{self.kind: True}))
-        [(_, data)] = client.frames()
+        _, data = client.take_frame()
         self.assertFalse(json.loads(data)[self.kind])
         self.clock.advance(0)
         client.send(b"SUB t c\n")
@@ -803,7 +803,7 @@ class DeflateTests(CompressionMixin, UpgradeTestCase):
         for level in (1, 6, 9, 0):
             client = self.connect()
             client.send(negotiate(deflate=True, deflate_level=level))
-            [(_, data)] = client.frames()
+            _, data = client.take_frame()
             granted.append(json.loads(data)["deflate_level"])
         self.assertEqual(granted, [1, 6, 7, 6])
 
@@ -811,7 +811,7 @@ class DeflateTests(CompressionMixin, UpgradeTestCase):
         """At deflate_level 1 the server sends what zlib makes at level 1, sync-flushed per write."""
         client = self.connect()
         client.send(negotiate(deflate=True, deflate_level=1))
-        client.frames()
+        client.take_frame()
         self.clock.advance(0)
         client.send(DeflateClientCodec(1).encode(b"SUB t c\nRDY 1\n"))
         self.clock.advance(0)
@@ -849,6 +849,6 @@ class BothCompressionsTests(UpgradeTestCase):
         self.make_factory(snappy=False)
         client = self.connect()
         client.send(negotiate(snappy=True, deflate=True))
-        [(_, data)] = client.frames()
+        _, data = client.take_frame()
         reply = json.loads(data)
         self.assertEqual((reply["snappy"], reply["deflate"]), (False, True))

@@ -29,6 +29,7 @@ from zope.interface import implementer
 from txnsq import __version__
 from txnsq.addresses import go_address
 from txnsq.nsqd.channel import InFlightError, SubscribeError
+from txnsq.nsqd.output import scheduler_for
 from txnsq.nsqd.tls import cipher_suite_name, tls_version_name
 from txnsq.nsqd.topic import PublishError
 from txnsq.protocol.compression import (
@@ -93,6 +94,7 @@ _GO_STATES = {STATE_INIT: 0, STATE_SUBSCRIBED: 3, STATE_CLOSING: 4, STATE_CLOSED
 _connection_ids = _count(1)
 
 _MESSAGE_FRAME_HEADER = struct.Struct(">ii")
+_pack_message_frame_header = _MESSAGE_FRAME_HEADER.pack
 _FRAME_TYPE_MESSAGE = 2
 
 #: The error frame Go nsqd sends for a wrong magic: the bare code.
@@ -201,12 +203,14 @@ class NSQDProtocol(Protocol):
         self.deflate = False
         self._encoder: Any = None  # txnsq.protocol.compression encoder
         self._decoder: Any = None
-        # With compression, frames written in one reactor turn are encoded
-        # together (and flushed at once past output_buffer_size).
+        # Frames written while a read is handled, or in one reactor turn,
+        # go out in one transport write (compressed together), or at once
+        # past output_buffer_size: see txnsq.nsqd.output.
         self._out: List[bytes] = []
         self._out_size = 0
         self._out_limit = DEFAULT_OUTPUT_BUFFER_SIZE
-        self._flush_call: Optional[IDelayedCall] = None
+        self._has_output = False
+        self._flusher = scheduler_for(clock)
         self._needs_tls = features.tls_required
         # AUTH: the authorizations, and commands held while asking for them.
         self.auth_state: Any = None  # txnsq.protocol.auth.AuthState
@@ -291,6 +295,14 @@ class NSQDProtocol(Protocol):
         """Feed bytes to the command parser and run every complete command."""
         if self._dead:
             return
+        flusher = self._flusher
+        flusher.reading()
+        try:
+            self._received(data)
+        finally:
+            flusher.done_reading()
+
+    def _received(self, data: bytes) -> None:
         self._last_read = self.clock.seconds()
         if self._magic != MAGIC_V2:
             data = self._read_magic(data)
@@ -319,6 +331,11 @@ class NSQDProtocol(Protocol):
         """Run every complete command, unless one waits for the auth server."""
         parser = self._parser
         handlers = self._handlers
+        # The messages the commands of this read make room for (FIN, REQ,
+        # RDY) go out together when they are done.
+        channel = self.channel
+        if channel is not None:
+            channel.hold()
         try:
             while not self._dead and not self._blocked:
                 command = parser.next_command()
@@ -338,6 +355,9 @@ class NSQDProtocol(Protocol):
             # Go's 16 KiB read buffer overflows: it drops the connection
             # without a word.
             self._abort()
+        finally:
+            if channel is not None:
+                channel.release()
 
     def _read_magic(self, data: bytes) -> bytes:
         """Consume the 4-byte protocol magic; return the bytes after it."""
@@ -390,11 +410,15 @@ class NSQDProtocol(Protocol):
     def send_message(self, data: bytes) -> None:
         """Write one message (payload with attempts already counted)."""
         self.message_count += 1
-        frame = _MESSAGE_FRAME_HEADER.pack(len(data) + 4, _FRAME_TYPE_MESSAGE) + data
-        if self._encoder is None:
-            self.transport.write(frame)
-        else:
-            self._write(frame)
+        out = self._out
+        out.append(_pack_message_frame_header(len(data) + 4, _FRAME_TYPE_MESSAGE))
+        out.append(data)
+        self._out_size += len(data) + 8
+        if self._out_size >= self._out_limit:
+            self.flush_output()
+        elif not self._has_output:
+            self._has_output = True
+            self._flusher.has_output(self)
 
     def close(self) -> None:
         """The channel was deleted or closed: disconnect, as Go nsqd does."""
@@ -414,6 +438,7 @@ class NSQDProtocol(Protocol):
         after at most :data:`TLS_CLOSE_TIMEOUT` even if the client never
         answers the close_notify.
         """
+        self.flush_output()
         self.transport.loseConnection()
         if self.tls and self._tls_close_call is None and self.state != STATE_CLOSED:
             self._tls_close_call = self.clock.callLater(
@@ -446,27 +471,28 @@ class NSQDProtocol(Protocol):
         return "%s:%s" % (host, port)
 
     def _write(self, data: bytes) -> None:
-        """Write a frame, through the compression encoder once there is one."""
-        if self._encoder is None:
-            self.transport.write(data)
-            return
+        """Write a frame (buffered until the read or reactor turn ends)."""
         self._out.append(data)
         self._out_size += len(data)
         if self._out_size >= self._out_limit:
-            self._flush_output()
-        elif self._flush_call is None:
-            self._flush_call = self.clock.callLater(0, self._flush_output)
+            self.flush_output()
+        elif not self._has_output:
+            self._has_output = True
+            self._flusher.has_output(self)
 
-    def _flush_output(self) -> None:
-        """Encode and write what the reactor turn buffered."""
-        call, self._flush_call = self._flush_call, None
-        if call is not None and call.active():
-            call.cancel()
-        if self._out:
-            data = b"".join(self._out)
-            self._out = []
-            self._out_size = 0
-            self.transport.write(self._encoder.encode(data))
+    def flush_output(self) -> None:
+        """Write what is buffered, through the compression encoder if any."""
+        self._has_output = False
+        out = self._out
+        if not out:
+            return
+        self._out = []
+        self._out_size = 0
+        if self.state == STATE_CLOSED or self.transport is None:
+            return
+        data = out[0] if len(out) == 1 else b"".join(out)
+        encoder = self._encoder
+        self.transport.write(data if encoder is None else encoder.encode(data))
 
     def _refuse_without_tls(self, name: bytes) -> None:
         """``--tls-required``: nothing but IDENTIFY before the TLS upgrade."""
@@ -492,15 +518,9 @@ class NSQDProtocol(Protocol):
         """Stop reading and close once pending writes are flushed."""
         self._dead = True
         self._cancel_timers()
-        if self._out:
-            self._flush_output()
         self.disconnect()
 
     def _cancel_timers(self) -> None:
-        flush = self._flush_call
-        if flush is not None and flush.active() and self._dead:
-            flush.cancel()
-            self._flush_call = None
         for call in (self._heartbeat_call, self._read_deadline_call):
             if call is not None and call.active():
                 call.cancel()
@@ -599,6 +619,7 @@ class NSQDProtocol(Protocol):
         if identity.tls_v1:
             # What was written so far (the IDENTIFY response) still goes
             # out in clear; the handshake follows, then the OK inside TLS.
+            self.flush_output()
             self.transport.startTLS(self.features.tls_options)  # type: ignore[attr-defined]
             self.tls = True
             self._handshake_call = self.clock.callLater(
@@ -606,6 +627,9 @@ class NSQDProtocol(Protocol):
             )
             self._needs_tls = False
             self._write(OK_FRAME)
+        if identity.snappy or identity.deflate:
+            # What came before goes out uncompressed.
+            self.flush_output()
         if identity.snappy:
             self._encoder = SnappyEncoder()
             self._decoder = SnappyDecoder()
@@ -765,11 +789,14 @@ class NSQDProtocol(Protocol):
         self.channel.consumer_ready(self)
 
     def _fin(self, command: Command) -> None:
-        self._require_state("FIN", STATE_SUBSCRIBED, STATE_CLOSING)
+        state = self.state
+        if state != STATE_SUBSCRIBED and state != STATE_CLOSING:
+            self._require_state("FIN", STATE_SUBSCRIBED, STATE_CLOSING)
         msg_id = parse_fin(command.params)
-        assert self.channel is not None
+        channel = self.channel
+        assert channel is not None
         try:
-            self.channel.finish(self, msg_id)
+            channel.finish(self, msg_id)
         except InFlightError as error:
             raise protocol_error(
                 "E_FIN_FAILED", b"FIN " + msg_id + b" failed " + str(error).encode()
