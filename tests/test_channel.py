@@ -164,6 +164,125 @@ class DeliveryTests(ChannelTestCase):
         self.assertEqual(self.channel.message_count, 3)
 
 
+class HoldTests(ChannelTestCase):
+    """hold() and release(): the deliveries a batch of commands makes room for go out together."""
+
+    def test_held_finishes_deliver_on_release(self) -> None:
+        """FINs while held free room but deliver nothing until the release, which fills it all."""
+        consumer = self.subscribe(ready=3)
+        self.publish(*[b"%d" % (i,) for i in range(10)])
+        first = consumer.take()
+        self.channel.hold()
+        for message in first:
+            self.channel.finish(consumer, message.id)
+        self.assertEqual(consumer.received, [])
+        self.assertEqual(consumer.in_flight_count, 0)
+        self.channel.release()
+        self.assertEqual(consumer.bodies(), [b"3", b"4", b"5"])
+        self.assertEqual(consumer.in_flight_count, 3)
+
+    def test_nested(self) -> None:
+        """Only the outermost release delivers."""
+        consumer = self.subscribe(ready=0)
+        self.publish(b"a")
+        self.channel.hold()
+        self.channel.hold()
+        consumer.ready_count = 1
+        self.channel.consumer_ready(consumer)
+        self.channel.release()
+        self.assertEqual(consumer.received, [])
+        self.channel.release()
+        self.assertEqual(consumer.bodies(), [b"a"])
+
+    def test_publish_while_held_is_queued(self) -> None:
+        """A message published while the channel is held waits in the queue, in order."""
+        consumer = self.subscribe(ready=5)
+        self.channel.hold()
+        self.publish(b"a", b"b")
+        self.assertEqual((consumer.received, self.channel.depth()), ([], 2))
+        self.channel.release()
+        self.assertEqual(consumer.bodies(), [b"a", b"b"])
+
+    def test_paused_while_held(self) -> None:
+        """A channel paused during a hold delivers nothing on release."""
+        consumer = self.subscribe(ready=5)
+        self.channel.hold()
+        self.publish(b"a")
+        self.channel.pause()
+        self.channel.release()
+        self.assertEqual(consumer.received, [])
+        self.channel.unpause()
+        self.assertEqual(consumer.bodies(), [b"a"])
+
+
+class BurstTests(ChannelTestCase):
+    """The pump fills a lone ready consumer in one pass and takes turns among several."""
+
+    def test_lone_consumer_filled(self) -> None:
+        """A consumer alone takes as many queued messages as its RDY allows, in order, each with its own id and attempts 1."""
+        self.publish(*[b"%d" % (i,) for i in range(10)])
+        consumer = self.subscribe(ready=7)
+        messages = consumer.take()
+        self.assertEqual([m.body for m in messages], [b"%d" % (i,) for i in range(7)])
+        self.assertEqual({m.attempts for m in messages}, {1})
+        self.assertEqual(len({m.id for m in messages}), 7)
+        self.assertEqual((self.channel.depth(), self.channel.in_flight_count), (3, 7))
+
+    def test_several_take_turns(self) -> None:
+        """With several ready consumers the backlog is dealt one message each in turn."""
+        first = self.subscribe(ready=0)
+        second = self.subscribe(ready=0)
+        self.publish(*[b"%d" % (i,) for i in range(6)])
+        first.ready_count = second.ready_count = 10
+        self.channel.hold()
+        self.channel.consumer_ready(first)
+        self.channel.consumer_ready(second)
+        self.channel.release()
+        self.assertEqual(first.bodies(), [b"0", b"2", b"4"])
+        self.assertEqual(second.bodies(), [b"1", b"3", b"5"])
+
+    def test_one_full_then_the_other(self) -> None:
+        """When one consumer is full, the rest of the backlog goes to the other."""
+        first = self.subscribe(ready=0)
+        second = self.subscribe(ready=0)
+        self.publish(*[b"%d" % (i,) for i in range(6)])
+        first.ready_count, second.ready_count = 1, 10
+        self.channel.hold()
+        self.channel.consumer_ready(first)
+        self.channel.consumer_ready(second)
+        self.channel.release()
+        self.assertEqual(first.bodies(), [b"0"])
+        self.assertEqual(second.bodies(), [b"1", b"2", b"3", b"4", b"5"])
+
+    def test_consumer_leaving_mid_burst(self) -> None:
+        """A consumer that leaves while being sent a burst is sent nothing more; the rest stays queued."""
+        channel = self.channel
+
+        class Leaver(FakeConsumer):
+            def send_message(self, data: bytes) -> None:
+                FakeConsumer.send_message(self, data)
+                if len(self.received) == 2:
+                    channel.remove_consumer(self)
+
+        self.publish(*[b"%d" % (i,) for i in range(5)])
+        consumer = Leaver(10)
+        channel.add_consumer(consumer)
+        self.assertEqual(consumer.bodies(), [b"0", b"1"])
+        # Its two in-flight messages went back to the end of the queue.
+        self.assertEqual((channel.depth(), channel.in_flight_count), (5, 0))
+
+    def test_burst_deadlines(self) -> None:
+        """Every message of a burst times out msg_timeout after it went out."""
+        self.publish(b"a", b"b", b"c")
+        consumer = self.subscribe(ready=3, msg_timeout=5.0)
+        self.assertEqual(len(consumer.take()), 3)
+        self.clock.advance(4.9)
+        self.assertEqual(self.channel.timeout_count, 0)
+        self.clock.advance(0.2)
+        self.assertEqual(self.channel.timeout_count, 3)
+        self.assertEqual({m.attempts for m in consumer.take()}, {2})
+
+
 class FinishTests(ChannelTestCase):
     """FIN."""
 

@@ -196,6 +196,44 @@ class LineTests(SynchronousTestCase):
         self.assertIs(type(body_command.body), bytes)
 
 
+class FinLineTests(SynchronousTestCase):
+    """FIN lines, which take a shortcut, come out as the general rules make them."""
+
+    def test_fin(self) -> None:
+        """FIN and a 16-byte id is the command with that id, as bytes."""
+        [command] = parse_all(b"FIN 0123456789abcdef\n")
+        self.assertEqual(command, Command(b"FIN", [b"0123456789abcdef"]))
+        self.assertIs(type(command.params[0]), bytes)
+
+    def test_fin_crlf(self) -> None:
+        """A CR before the newline is dropped, whatever the id's length."""
+        self.assertEqual(parse_all(b"FIN 0123456789abcdef\r\n"), [Command(b"FIN", [b"0123456789abcdef"])])
+        self.assertEqual(parse_all(b"FIN 0123456789abcde\r\n"), [Command(b"FIN", [b"0123456789abcde"])])
+
+    def test_fin_spaces(self) -> None:
+        """A space inside the 16 bytes splits them into two parameters."""
+        self.assertEqual(parse_all(b"FIN 01234567 9abcdef\n"), [Command(b"FIN", [b"01234567", b"9abcdef"])])
+        self.assertEqual(parse_all(b"FIN  123456789abcdef\n"), [Command(b"FIN", [b"", b"123456789abcdef"])])
+
+    def test_fin_other_lengths_and_names(self) -> None:
+        """Ids of other lengths, and names that only begin like FIN, are split as any line."""
+        self.assertEqual(parse_all(b"FIN 0123456789abcdef0\n"), [Command(b"FIN", [b"0123456789abcdef0"])])
+        self.assertEqual(parse_all(b"FINX0123456789abcdef\n"), [Command(b"FINX0123456789abcdef", [])])
+        self.assertEqual(parse_all(b"FIN\n"), [Command(b"FIN", [])])
+
+    def test_fin_run_split_anywhere(self) -> None:
+        """A run of FINs cut at every possible place comes out whole and in order."""
+        ids = [b"%016x" % (n,) for n in range(3)]
+        data = b"".join(b"FIN " + i + b"\n" for i in ids)
+        for cut in range(len(data) + 1):
+            parser = make_parser()
+            parser.feed(data[:cut])
+            out = list(drain(parser))
+            parser.feed(data[cut:])
+            out.extend(drain(parser))
+            self.assertEqual(out, [Command(b"FIN", [i]) for i in ids])
+
+
 class LineTooLongTests(SynchronousTestCase):
     """Go's 16 KiB bufio buffer: a line with its newline must fit."""
 
