@@ -1,0 +1,239 @@
+#!/usr/bin/env python
+"""
+nsqd's per-message cost without sockets: the V2 adapter and the broker core
+driven in-process, on a ``task.Clock``, with transports that only count the
+bytes written to them.
+
+Three phases, each timed with ``time.process_time`` (CPU of this process
+only, so other load on the machine matters less than for the socket
+benchmarks):
+
+- **publish**: one publisher connection is fed ``MPUB`` commands of
+  ``--batch`` bodies of ``--size`` bytes, ``--chunk`` commands per
+  ``dataReceived`` (the topic has one channel and no consumer yet, so the
+  messages are queued);
+- **drain**: a consumer sends ``SUB`` and ``RDY --rdy``; then, as a client
+  that answers every message would, it is fed one ``FIN`` per message it
+  was sent, all the FINs of one flush in one ``dataReceived``, until the
+  channel is empty;
+- **pass-through**: the consumer subscribes first, then each ``MPUB`` is
+  delivered as it arrives and FINed in the next read.
+
+Run by hand; not part of the test suite::
+
+    python bench/hot_path.py
+    python bench/hot_path.py --count 500000 --storage disk
+    python bench/hot_path.py --profile 25      # cProfile of the drain phase
+
+It imports txnsq (run it from a venv where txnsq is installed, or from the
+repository's root). Its figures are µs of CPU per message; compare runs
+on the same machine only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import gc
+import os
+import pstats
+import struct
+import sys
+import tempfile
+import time
+from typing import Any, Callable, List, Tuple
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from twisted.internet.address import IPv4Address  # noqa: E402
+from twisted.internet.task import Clock  # noqa: E402
+
+from txnsq.nsqd.broker import Broker  # noqa: E402
+from txnsq.nsqd.options import NSQDOptions  # noqa: E402
+from txnsq.nsqd.tcp import NSQDFactory, NSQDProtocol  # noqa: E402
+from txnsq.storage.plugins import get_storage_backend  # noqa: E402
+
+_U32 = struct.Struct(">I")
+_FRAME = struct.Struct(">iI")
+_FRAME_MESSAGE = 2
+
+
+class CountingTransport:
+    """A transport that keeps what was written until :meth:`take` (no copies until then)."""
+
+    disconnecting = False
+
+    def __init__(self, port: int) -> None:
+        self._peer = IPv4Address("TCP", "127.0.0.1", port)
+        self.chunks: List[bytes] = []
+        self.written = 0
+
+    def write(self, data: bytes) -> None:
+        self.chunks.append(data)
+        self.written += len(data)
+
+    def writeSequence(self, data: List[bytes]) -> None:
+        for chunk in data:
+            self.write(chunk)
+
+    def take(self) -> bytes:
+        data = b"".join(self.chunks)
+        self.chunks = []
+        return data
+
+    def getPeer(self) -> IPv4Address:
+        return self._peer
+
+    def getHost(self) -> IPv4Address:
+        return IPv4Address("TCP", "127.0.0.1", 4150)
+
+    def loseConnection(self) -> None:
+        self.disconnecting = True
+
+    def abortConnection(self) -> None:
+        self.disconnecting = True
+
+    def pauseProducing(self) -> None:
+        pass
+
+    def resumeProducing(self) -> None:
+        pass
+
+
+def connect(factory: NSQDFactory, port: int) -> Tuple[NSQDProtocol, CountingTransport]:
+    """A connection that sent the magic."""
+    transport = CountingTransport(port)
+    protocol = factory.buildProtocol(transport.getPeer())
+    protocol.makeConnection(transport)  # type: ignore[arg-type]
+    protocol.dataReceived(b"  V2")
+    return protocol, transport
+
+
+def fins_for(data: bytes) -> Tuple[bytes, int]:
+    """A FIN for every message frame in ``data``; how many."""
+    fins = []
+    view = memoryview(data)
+    pos = 0
+    end = len(data)
+    while pos < end:
+        size, frame_type = _FRAME.unpack_from(view, pos)
+        if frame_type == _FRAME_MESSAGE:
+            fins.append(b"FIN " + bytes(view[pos + 18:pos + 34]) + b"\n")
+        pos += 4 + size
+    return b"".join(fins), len(fins)
+
+
+def mpub(topic: bytes, bodies: List[bytes]) -> bytes:
+    payload = _U32.pack(len(bodies)) + b"".join(_U32.pack(len(b)) + b for b in bodies)
+    return b"MPUB " + topic + b"\n" + _U32.pack(len(payload)) + payload
+
+
+def timed(run: Callable[[], int], profile: int) -> Tuple[float, int]:
+    """CPU seconds ``run`` took, and what it returned."""
+    profiler = cProfile.Profile() if profile else None
+    start = time.process_time()
+    if profiler is not None:
+        profiler.enable()
+    result = run()
+    if profiler is not None:
+        profiler.disable()
+    seconds = time.process_time() - start
+    if profiler is not None:
+        pstats.Stats(profiler, stream=sys.stderr).sort_stats("tottime").print_stats(profile)
+    return seconds, result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--count", type=int, default=200000)
+    parser.add_argument("--size", type=int, default=100)
+    parser.add_argument("--batch", type=int, default=100, help="bodies per MPUB")
+    parser.add_argument("--chunk", type=int, default=1, help="MPUBs per dataReceived")
+    parser.add_argument("--rdy", type=int, default=2500)
+    parser.add_argument("--storage", default="memory", choices=("memory", "disk"))
+    parser.add_argument("--gc-threshold", type=int, default=None, metavar="N",
+                        help="gc.set_threshold(N, ...) before the run (default: Python's 700)")
+    parser.add_argument("--gc-freeze", action="store_true",
+                        help="gc.freeze() once the broker is set up, as nsqd does")
+    parser.add_argument("--profile", type=int, default=0, metavar="TOP",
+                        help="cProfile the drain phase and print the TOP functions")
+    args = parser.parse_args()
+
+    clock = Clock()
+    clock.advance(1_700_000_000)
+    options = NSQDOptions()
+    options.mem_queue_size = args.count + 1000
+    data_path = tempfile.mkdtemp(prefix="txnsq-hot-path-")
+    options.data_path = data_path
+    broker = Broker(options, clock, get_storage_backend(args.storage))
+    factory = NSQDFactory(broker, clock)
+    body = b"x" * args.size
+    command = mpub(b"bench", [body] * args.batch) * args.chunk
+    rounds = args.count // (args.batch * args.chunk)
+    count = rounds * args.batch * args.chunk
+
+    publisher, _ = connect(factory, 1)
+    broker.get_topic("bench").get_channel("drain")
+    if args.gc_threshold is not None:
+        gc.set_threshold(args.gc_threshold, *gc.get_threshold()[1:])
+    if args.gc_freeze:
+        gc.freeze()
+
+    def publish() -> int:
+        feed = publisher.dataReceived
+        for _ in range(rounds):
+            feed(command)
+        clock.advance(0)
+        return count
+
+    consumer, out = connect(factory, 2)
+
+    def drain() -> int:
+        consumer.dataReceived(b"SUB bench drain\nRDY %d\n" % (args.rdy,))
+        received = 0
+        feed = consumer.dataReceived
+        while True:
+            clock.advance(0)
+            fins, n = fins_for(out.take())
+            if not n:
+                break
+            received += n
+            feed(fins)
+        return received
+
+    pub_seconds, published = timed(publish, 0)
+    drain_seconds, drained = timed(drain, args.profile)
+
+    # Pass-through: the consumer is there first.
+    through, through_out = connect(factory, 3)
+    through.dataReceived(b"SUB through c\nRDY %d\n" % (args.rdy,))
+    through_command = mpub(b"through", [body] * args.batch) * args.chunk
+
+    def pass_through() -> int:
+        received = 0
+        feed = publisher.dataReceived
+        answer = through.dataReceived
+        for _ in range(rounds):
+            feed(through_command)
+            clock.advance(0)
+            fins, n = fins_for(through_out.take())
+            received += n
+            answer(fins)
+        return received
+
+    through_seconds, passed = timed(pass_through, 0)
+    print("%d × %d B, MPUB × %d (%d per read), RDY %d, --storage %s, %s" % (
+        count, args.size, args.batch, args.chunk, args.rdy, args.storage, sys.version.split()[0]))
+    print("phase          messages   µs/msg   msg/s (one core)")
+    for name, seconds, n in (("publish", pub_seconds, published),
+                             ("drain", drain_seconds, drained),
+                             ("pass-through", through_seconds, passed)):
+        print("%-13s %9d %8.2f %11s" % (name, n, 1e6 * seconds / max(n, 1),
+                                       "{:,.0f}".format(n / seconds if seconds else 0)))
+    if drained != count or passed != count:
+        print("check failed: drained %d, passed through %d, expected %d" % (drained, passed, count))
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
