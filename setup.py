@@ -37,6 +37,8 @@ setup(
             "to_nsq = txnsq.tools.to_nsq:main",
             "nsq_to_file = txnsq.tools.nsq_to_file:main",
             "nsq_stat = txnsq.tools.nsq_stat:main",
+            "nsq_to_nsq = txnsq.tools.nsq_to_nsq:main",
+            "nsq_to_http = txnsq.tools.nsq_to_http:main",
         ],
     },
     classifiers=[
