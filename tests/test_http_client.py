@@ -119,6 +119,85 @@ class GoHTTPClientTests(TestCase):
         self.assertRaises(UnicodeEncodeError, self.client.request, "GET", self.base + "/é")
 
 
+class HeadersEcho(Resource):
+    """
+    Echoes the Accept, User-Agent, Content-Type and X-Extra headers;
+    ``/moved`` redirects to ``/x`` with 302, ``/temporary`` with 307.
+    """
+
+    isLeaf = True
+
+    def render(self, request: Request) -> Any:
+        if request.path == b"/moved":
+            request.redirect(b"/x")
+            return b""
+        if request.path == b"/temporary":
+            request.setResponseCode(307)
+            request.setHeader(b"location", b"/x")
+            return b""
+        return b"|".join(
+            [request.method]
+            + [
+                request.getHeader(name) or b"-"
+                for name in (b"accept", b"user-agent", b"content-type", b"x-extra")
+            ]
+        )
+
+
+class PlainClientTests(TestCase):
+    """The manners of a plain Go ``http.Client`` (nsq_to_http): no Accept, more headers, redirects, kept connections."""
+
+    def setUp(self) -> None:
+        from twisted.internet import reactor
+
+        site = Site(HeadersEcho())
+        site.noisy = False
+        self.port = reactor.listenTCP(0, site, interface="127.0.0.1")
+        self.addCleanup(self.port.stopListening)
+        self.client = GoHTTPClient(
+            reactor, 2.0, 5.0, user_agent=b"agent", accept=None, persistent=True, follow_redirects=True
+        )
+        self.addCleanup(self.client.close)
+        self.base = "http://127.0.0.1:%d" % (self.port.getHost().port,)
+
+    @inlineCallbacks
+    def test_headers_replace(self) -> Generator[Any, Any, None]:
+        """No Accept header; extra headers are added and replace the client's own."""
+        _, _, content = yield self.client.request(
+            "POST",
+            self.base + "/x",
+            b"body",
+            content_type=b"text/plain",
+            headers={b"User-Agent": b"mine", b"Content-Type": b"text/csv", b"X-Extra": b"1"},
+        )
+        self.assertEqual(content, b"POST|-|mine|text/csv|1")
+
+    @inlineCallbacks
+    def test_redirect_followed(self) -> Generator[Any, Any, None]:
+        """A redirect is followed; a redirected POST becomes a GET, as in Go."""
+        code, _, content = yield self.client.request("POST", self.base + "/moved", b"body")
+        self.assertEqual(code, 200)
+        self.assertTrue(content.startswith(b"GET|-|agent|"), content)
+
+    @inlineCallbacks
+    def test_temporary_redirect(self) -> Generator[Any, Any, None]:
+        """A 307 is followed for a GET; a POST answered 307 fails rather than lose its body."""
+        code, _, content = yield self.client.request("GET", self.base + "/temporary")
+        self.assertEqual((code, content), (200, b"GET|-|agent|-|-"))
+        yield self.assertFailure(
+            self.client.request("POST", self.base + "/temporary", b"body"), ResponseFailed
+        )
+
+    @inlineCallbacks
+    def test_connections_kept(self) -> Generator[Any, Any, None]:
+        """Requests reuse a kept connection; close() closes it."""
+        yield self.client.request("GET", self.base + "/x")
+        yield self.client.request("GET", self.base + "/x")
+        self.assertEqual(sum(len(v) for v in self.client._pool._connections.values()), 1)
+        yield self.client.close()
+        self.assertEqual(sum(len(v) for v in self.client._pool._connections.values()), 0)
+
+
 class TextTests(SynchronousTestCase):
     def test_status_error_text(self) -> None:
         """Go's ``got response CODE PHRASE "body"``."""

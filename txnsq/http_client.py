@@ -10,11 +10,16 @@ topic's channels); nsqlookupd asks nsqd to delete topics.  Each does few
 requests, so connections are not reused, and none of them logs Twisted's
 per-connection "Starting factory" lines.  Error texts never contain the
 request URL, which may carry a secret.
+
+``nsq_to_http`` sends every message it consumes, like a plain Go
+``http.Client``: no ``Accept`` header, extra headers per request, kept
+connections and followed redirects (the ``accept``, ``persistent`` and
+``follow_redirects`` options).
 """
 
 from __future__ import annotations
 
-from typing import Any, Optional, Tuple
+from typing import Any, Mapping, Optional, Tuple
 
 from twisted.internet.defer import Deferred, succeed
 from twisted.internet.interfaces import IConsumer, IReactorTime
@@ -24,6 +29,7 @@ from twisted.web.client import (
     BrowserLikePolicyForHTTPS,
     HTTPConnectionPool,
     PartialDownloadError,
+    RedirectAgent,
     ResponseFailed,
     _HTTP11ClientFactory,
     readBody,
@@ -84,6 +90,17 @@ class _BytesProducer:
         pass
 
 
+class _GoRedirectAgent(RedirectAgent):
+    """
+    Redirects as Go's ``http.Client`` follows them: 301, 302 and 303 turn
+    any request into a GET; 307 and 308 repeat a GET or HEAD, and fail
+    any other request (Go would send it again with its body).
+    """
+
+    _redirectResponses = [307, 308]
+    _seeOtherResponses = [301, 302, 303]
+
+
 class _QuietHTTP11ClientFactory(_HTTP11ClientFactory):
     """The Agent's connection factory, without its start and stop log lines."""
 
@@ -116,6 +133,14 @@ class GoHTTPClient:
     :param tls_policy: checks ``https`` servers' certificates (the system's
         roots by default).
     :param user_agent: the ``User-Agent`` header.
+    :param accept: the ``Accept`` header; None sends none (a plain Go
+        ``http.Client``).
+    :param persistent: keep connections open for later requests, two idle
+        ones per host at most (Go's ``http.Transport`` default).
+    :param follow_redirects: follow up to 10 redirects, as Go's
+        ``http.Client`` does (a POST answered 301, 302 or 303 is followed
+        with a GET; one answered 307 or 308 fails, with
+        ``ResponseFailed``, where Go would send the POST again).
     """
 
     def __init__(
@@ -126,21 +151,29 @@ class GoHTTPClient:
         clock: Optional[IReactorTime] = None,
         tls_policy: Optional[IPolicyForHTTPS] = None,
         user_agent: bytes = b"txnsq/" + __version__.encode("ascii"),
+        accept: Optional[bytes] = ACCEPT,
+        persistent: bool = False,
+        follow_redirects: bool = False,
     ) -> None:
         self.connect_timeout = connect_timeout
         self.request_timeout = request_timeout
         self._clock: Any = clock if clock is not None else reactor
         self._user_agent = user_agent
-        pool = HTTPConnectionPool(reactor, persistent=False)
+        self._accept = accept
+        pool = HTTPConnectionPool(reactor, persistent=persistent)
         # _factory is the pool's (long-standing) hook; without it every
         # request logs "Starting factory" and "Stopping factory".
         pool._factory = _QuietHTTP11ClientFactory
-        self._agent = Agent(
+        self._pool = pool
+        agent: Any = Agent(
             reactor,
             contextFactory=tls_policy if tls_policy is not None else BrowserLikePolicyForHTTPS(),
             connectTimeout=connect_timeout,
             pool=pool,
         )
+        if follow_redirects:
+            agent = _GoRedirectAgent(agent, redirectLimit=10)
+        self._agent = agent
 
     def request(
         self,
@@ -148,22 +181,30 @@ class GoHTTPClient:
         url: str,
         body: Optional[bytes] = None,
         content_type: bytes = b"application/json",
+        headers: Optional[Mapping[bytes, bytes]] = None,
     ) -> "Deferred[Reply]":
         """
         Send one request; a Deferred firing with ``(code, phrase, body)``
         whatever the status.  Cancelling it stops the request.
 
+        :param headers: more headers; each replaces any header of its
+            name set by the client (Go's ``Header.Set``).
         :raises UnicodeEncodeError: ``url`` is not ASCII.
         :return: fails with :class:`RequestTimedOut` after the request
             timeout, or with the transport's error.
         """
         uri = url.encode("ascii")
-        headers = Headers({b"Accept": [ACCEPT], b"User-Agent": [self._user_agent]})
+        sent = Headers({b"User-Agent": [self._user_agent]})
+        if self._accept is not None:
+            sent.setRawHeaders(b"Accept", [self._accept])
         producer = None
         if body is not None:
-            headers.addRawHeader(b"Content-Type", content_type)
+            sent.setRawHeaders(b"Content-Type", [content_type])
             producer = _BytesProducer(body)
-        requested = self._agent.request(method.encode("ascii"), uri, headers, producer)
+        if headers:
+            for name, value in headers.items():
+                sent.setRawHeaders(name, [value])
+        requested = self._agent.request(method.encode("ascii"), uri, sent, producer)
         requested.addCallback(_read_reply)
         timed_out = []
 
@@ -186,3 +227,7 @@ class GoHTTPClient:
             return result
 
         return requested.addBoth(finished)
+
+    def close(self) -> "Deferred[None]":
+        """Close the kept connections (see ``persistent``); fires once they are closed."""
+        return self._pool.closeCachedConnections()

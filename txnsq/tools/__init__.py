@@ -7,13 +7,18 @@ NSQ's command-line utilities, with the flags of Go NSQ v1.3's ``apps/``.
 - ``nsq_to_file`` (:mod:`txnsq.tools.nsq_to_file`): archive topics to
   rotating, optionally gzipped files;
 - ``nsq_stat`` (:mod:`txnsq.tools.nsq_stat`): a channel's statistics
-  across its nsqds, every interval.
+  across its nsqds, every interval;
+- ``nsq_to_nsq`` (:mod:`txnsq.tools.nsq_to_nsq`): republish topics to
+  other nsqds, with JSON field filters;
+- ``nsq_to_http`` (:mod:`txnsq.tools.nsq_to_http`): send each message to
+  HTTP endpoints (GET templates or POST bodies).
 
 Each is a console script and runs as ``python -m txnsq.tools.NAME``.  The
 pieces they are made of (go-nsq's ``--consumer-opt`` settings, Go's
 strftime, the file naming, rotation and gzip logic, the stats table, the
-stdin splitter and the rate limiter) are plain classes that tests drive
+stdin splitter, the rate limiter, go-hostpool's pools and the
+timer_metrics status lines) are plain classes that tests drive
 with :class:`twisted.internet.task.Clock`.
 """
 
-__all__ = ["nsq_stat", "nsq_tail", "nsq_to_file", "to_nsq"]
+__all__ = ["nsq_stat", "nsq_tail", "nsq_to_file", "nsq_to_http", "nsq_to_nsq", "to_nsq"]

@@ -104,11 +104,14 @@ def producer_opt_flag() -> Flag:
     )
 
 
-def http_timeout_flags() -> List[Flag]:
-    """``--http-client-connect-timeout`` (2s) and ``--http-client-request-timeout`` (5s)."""
+def http_timeout_flags(request_timeout: float = 5.0) -> List[Flag]:
+    """
+    ``--http-client-connect-timeout`` (2s) and ``--http-client-request-timeout``
+    (5s; nsq_to_http's is 20s).
+    """
     return [
         Flag("http-client-connect-timeout", DURATION, 2.0, "timeout for HTTP connect"),
-        Flag("http-client-request-timeout", DURATION, 5.0, "timeout for HTTP request"),
+        Flag("http-client-request-timeout", DURATION, request_timeout, "timeout for HTTP request"),
     ]
 
 
