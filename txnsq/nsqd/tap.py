@@ -102,9 +102,14 @@ def makeService(options: Options) -> "NSQDService":
         raise SystemExit(0)
     from txnsq.nsqd.metadata import DataPathError
 
+    from twisted.internet import reactor
+
+    from txnsq.nsqd.service import freeze_startup_objects
+
     service = NSQDService(options.nsqd_options)
     try:
         service.open_data()
     except DataPathError as error:
         raise SystemExit("nsqd: failed to instantiate nsqd - %s" % (error,))
+    reactor.callWhenRunning(freeze_startup_objects)  # type: ignore[attr-defined]
     return service
