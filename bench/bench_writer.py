@@ -1,0 +1,213 @@
+#!/usr/bin/env python
+"""
+Load generator: publish to an nsqd as fast as it takes the messages, with
+the flags and the summary line of Go NSQ's ``bench/bench_writer``.
+
+``--processes`` worker processes (default: the number of CPUs, as Go's
+``GOMAXPROCS`` goroutines) each open a connection, send ``IDENTIFY``, and
+build one ``MPUB`` of ``--batch-size`` bodies of ``--size`` zero bytes. When
+all are ready the clock starts; each sends its ``MPUB`` and waits for the
+``OK``, again and again, until ``--runfor`` has passed, then reports how many
+messages it published. The client's work per batch is a ``sendall`` of bytes
+built before the clock started and the read of one small frame: nsqd, not
+the client, sets the pace. The line printed on stderr at the end is Go's::
+
+    [bench_writer] YYYY/MM/DD HH:MM:SS duration: D - X.XXXmb/s - Y.YYYops/s - Z.ZZZus/op
+
+Run by hand against a running nsqd::
+
+    python bench/bench_writer.py --nsqd-tcp-address 127.0.0.1:4150 --runfor 10s
+
+Standard library only (see ``nsqd_harness``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import sys
+import time
+from dataclasses import dataclass
+from typing import Callable, List, Optional, Sequence, Tuple
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from loadgen import (  # noqa: E402  (needs the path above)
+    WorkerError,
+    default_processes,
+    go_summary,
+    log,
+    parse_address,
+    parse_deadline,
+    parse_go_duration,
+    run_workers,
+    split_evenly,
+)
+from nsqd_harness import NSQDError, V2Connection, mpub_command  # noqa: E402
+
+PROGRAM = "bench_writer"
+
+
+@dataclass(frozen=True)
+class WriterConfig:
+    """
+    One writer run.
+
+    :ivar runfor: seconds each worker keeps publishing.
+    :ivar count: when not 0, stop after this many messages in all (rounded
+        down to whole batches), even before ``runfor`` has passed.
+    """
+
+    address: Tuple[str, int]
+    topic: str
+    size: int
+    batch_size: int
+    runfor: float
+    processes: int
+    count: int = 0
+
+    def batches_per_process(self) -> List[int]:
+        """
+        How many batches each worker may send (0: no limit), one entry per
+        worker; fewer workers than ``processes`` when ``count`` leaves some
+        with nothing to send.
+
+        :raises ValueError: ``count`` is smaller than one batch.
+        """
+        if not self.count:
+            return [0] * self.processes
+        batches = self.count // self.batch_size
+        if batches == 0:
+            raise ValueError("--count %d is less than one batch of %d"
+                             % (self.count, self.batch_size))
+        return [share for share in split_evenly(batches, self.processes) if share]
+
+
+@dataclass(frozen=True)
+class WriteResult:
+    """
+    What a writer run published.
+
+    :ivar duration: seconds from the start to the last worker's report.
+    :ivar count: messages published (each acknowledged by an ``OK``).
+    """
+
+    duration: float
+    count: int
+    size: int
+
+    def summary(self) -> str:
+        """Go's figures: ``duration: ... - mb/s - ops/s - us/op``."""
+        return go_summary(self.duration, self.count, self.size)
+
+
+def pub_worker(job: Tuple[WriterConfig, int], ready: Callable[[], None]) -> int:
+    """
+    One worker: connect, ``IDENTIFY``, build the ``MPUB``, wait for the
+    start, then publish and wait for each ``OK`` until ``runfor`` has passed
+    or ``batches`` (when not 0) were sent.
+
+    :return: the messages published.
+    :raises ProtocolError: nsqd refused a batch (``E_MPUB_FAILED``, say).
+    """
+    config, batches = job
+    topic = config.topic.encode("utf-8")
+    command = mpub_command(topic, [bytes(config.size)] * config.batch_size)
+    with V2Connection(config.address) as connection:
+        connection.identify({
+            "client_id": "writer",
+            "hostname": "writer",
+            "user_agent": "bench_writer.py",
+        })
+        send = connection.send
+        expect = connection.expect
+        monotonic = time.monotonic
+        ready()
+        end = monotonic() + config.runfor
+        sent = 0
+        while True:
+            send(command)
+            expect(b"OK")
+            sent += 1
+            if sent == batches or monotonic() > end:
+                break
+    return sent * config.batch_size
+
+
+def run_writer(config: WriterConfig, deadline: Optional[datetime.datetime] = None) -> WriteResult:
+    """
+    Run the workers and add up what they published.
+
+    :raises WorkerError: a worker could not connect, or nsqd refused a
+        batch or closed a connection (the message says which).
+    :raises ValueError: ``count`` is smaller than one batch.
+    """
+    jobs = [(pub_worker, (config, batches)) for batches in config.batches_per_process()]
+    run = run_workers(jobs, PROGRAM, deadline)
+    return WriteResult(run.duration, sum(run.results), config.size)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Go's ``bench_writer`` flags, with their defaults, and ours."""
+    parser.add_argument("--runfor", type=parse_go_duration, default=10.0, metavar="DURATION",
+                        help="duration of time to run, a Go duration (default: 10s)")
+    parser.add_argument("--nsqd-tcp-address", type=parse_address,
+                        default=("127.0.0.1", 4150), metavar="ADDR:PORT",
+                        help="<addr>:<port> to connect to nsqd (default: 127.0.0.1:4150)")
+    parser.add_argument("--topic", default="sub_bench",
+                        help="topic to publish to (default: sub_bench)")
+    parser.add_argument("--size", type=int, default=200,
+                        help="size of messages in bytes (default: 200)")
+    parser.add_argument("--batch-size", type=int, default=200,
+                        help="messages per MPUB (default: 200)")
+    parser.add_argument("--deadline", type=parse_deadline, default="",
+                        help='start at this UTC time, "2006-01-02 15:04:05" (default: at once)')
+    parser.add_argument("--processes", "--workers", type=int, default=default_processes(),
+                        help="worker processes, each with its own connection "
+                        "(default: the number of CPUs, %(default)s here)")
+    parser.add_argument("--count", type=int, default=0,
+                        help="stop after this many messages in all, rounded down to "
+                        "whole batches (default: 0, no limit but --runfor)")
+
+
+def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
+    """The command line; exits with a usage message on bad values."""
+    parser = argparse.ArgumentParser(
+        description="Publish MPUB batches to nsqd as fast as it takes them; Go NSQ's "
+        "bench_writer in Python. Prints Go's summary line on stderr.",
+        allow_abbrev=False,
+    )
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    for name in ("size", "batch_size", "processes"):
+        if getattr(args, name) < 1:
+            parser.error("--%s must be at least 1" % (name.replace("_", "-"),))
+    if args.count and args.count < args.batch_size:
+        parser.error("--count must be 0 or at least --batch-size")
+    return args
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Run the writer and log Go's line; 1 if a worker failed."""
+    args = parse_args(argv)
+    config = WriterConfig(
+        address=args.nsqd_tcp_address,
+        topic=args.topic,
+        size=args.size,
+        batch_size=args.batch_size,
+        runfor=args.runfor,
+        processes=args.processes,
+        count=args.count,
+    )
+    try:
+        result = run_writer(config, args.deadline)
+    except (WorkerError, NSQDError, OSError) as error:
+        log(PROGRAM, "failed: %s" % (error,))
+        return 1
+    log(PROGRAM, result.summary())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
