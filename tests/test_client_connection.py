@@ -621,6 +621,30 @@ class MessageResponseTests(ScriptedTestCase):
         self.assertEqual(self.written(), b"FIN " + MSG_ID + b"\n")
         self.assertEqual((self.conn.in_flight, self.delegate.finished), (0, [msg]))
 
+    def test_answers_of_one_read_one_write(self) -> None:
+        """Messages answered while their read is handled are answered in one write, after it."""
+        self.subscribed()
+        writes: List[bytes] = []
+        original = self.transport.write
+
+        def record(data: bytes) -> None:
+            writes.append(data)
+            original(data)
+
+        self.transport.write = record  # type: ignore[method-assign]
+
+        def answer(conn: NSQConnection, msg: Message) -> None:
+            self.delegate.messages.append(msg)
+            msg.finish() if msg.body == b"a" else msg.requeue(0)
+
+        self.delegate.on_message = answer  # type: ignore[method-assign]
+        self.conn.dataReceived(message(b"a", msg_id=b"a" * 16) + message(b"b", msg_id=b"b" * 16))
+        self.assertEqual(writes, [b"FIN " + b"a" * 16 + b"\n" + b"REQ " + b"b" * 16 + b" 0\n"])
+        # Outside a read, an answer is written at once.
+        writes.clear()
+        self.conn.dataReceived(message(b"c", msg_id=b"c" * 16))
+        self.assertEqual(writes, [b"REQ " + b"c" * 16 + b" 0\n"])
+
     def test_double_finish(self) -> None:
         """A second finish or a requeue after it is never sent."""
         msg = self.receive()
@@ -745,6 +769,24 @@ class CloseTests(ScriptedTestCase):
         msg.finish()
         self.assertEqual(self.written(), b"FIN " + MSG_ID + b"\n")
         self.assertTrue(self.transport.disconnecting)
+
+    def test_last_fin_before_close_in_same_read(self) -> None:
+        """A FIN held back by the read that also brings CLOSE_WAIT is written before the connection is closed."""
+        self.subscribed()
+        events: List[Any] = []
+        self.transport.write = lambda data: events.append(data)  # type: ignore[method-assign]
+        original_lose = self.transport.loseConnection
+        self.transport.loseConnection = lambda: (events.append("lose"), original_lose())  # type: ignore[method-assign]
+
+        def answer(conn: NSQConnection, msg: Message) -> None:
+            msg.finish()
+
+        self.delegate.on_message = answer  # type: ignore[method-assign]
+        self.closing()
+        events.clear()
+        # The message is answered during the read; CLOSE_WAIT then closes.
+        self.conn.dataReceived(message() + CLOSE_WAIT)
+        self.assertEqual(events, [b"FIN " + MSG_ID + b"\n", "lose"])
 
     def test_drain_bounded(self) -> None:
         """An unanswered message holds the close for at most nsqd's msg_timeout."""

@@ -386,7 +386,20 @@ class NSQConnection(Protocol):
         self._last_read = self.clock.seconds()
         decoder = self._decoder
         if decoder is None:
-            self._received(data)
+            if self._state < _STATE_READY:
+                # Negotiating: an upgrade may start within this read, and
+                # what was written before it must go out before it.
+                self._received(data)
+                return
+            # The FINs for a read's messages go out in one write: a write
+            # each cost more than the rest of the client's work per message
+            # (bench/consumer.py).
+            self._batch = []
+            try:
+                self._received(data)
+            finally:
+                self._flush_batch()
+                self._batch = None
             return
         # Compressed: writes made while handling this read are compressed
         # together, as nsqd does per reactor turn, but with no timer.
@@ -399,9 +412,20 @@ class NSQConnection(Protocol):
         except CompressionError as error:
             self._drop(NSQConnectionError("corrupt compressed data from nsqd %s: %s" % (self.address, error)))
         finally:
-            batch, self._batch = self._batch, None
-            if batch and self._drop_reason is None and not self._lost:
-                self.transport.write(self._encoder.encode(b"".join(batch)))  # type: ignore[union-attr]
+            self._flush_batch()
+            self._batch = None
+
+    def _flush_batch(self) -> None:
+        """Write the commands held back while a read is handled, if any."""
+        batch = self._batch
+        if not batch:
+            return
+        self._batch = []
+        if self._drop_reason is not None or self._lost:
+            return
+        data = batch[0] if len(batch) == 1 else b"".join(batch)
+        encoder = self._encoder
+        self.transport.write(data if encoder is None else encoder.encode(data))  # type: ignore[union-attr]
 
     def connectionLost(self, reason: Failure = None) -> None:  # type: ignore[assignment]
         """
@@ -667,11 +691,13 @@ class NSQConnection(Protocol):
 
     def _write(self, data: bytes) -> None:
         """Write one command, through the compression codec once there is one."""
+        batch = self._batch
+        if batch is not None:
+            batch.append(data)
+            return
         encoder = self._encoder
         if encoder is None:
             self.transport.write(data)  # type: ignore[union-attr]
-        elif self._batch is not None:
-            self._batch.append(data)
         else:
             self.transport.write(encoder.encode(data))  # type: ignore[union-attr]
 
@@ -863,6 +889,8 @@ class NSQConnection(Protocol):
         call, self._close_call = self._close_call, None
         if call is not None and call.active():
             call.cancel()
+        # The last FIN may still be held back by the read being handled.
+        self._flush_batch()
         self.transport.loseConnection()  # type: ignore[union-attr]
         if self.tls:
             # Twisted's TLS waits for the peer's close_notify, which a
