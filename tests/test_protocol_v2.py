@@ -197,7 +197,36 @@ class LineTests(SynchronousTestCase):
 
 
 class FinLineTests(SynchronousTestCase):
-    """FIN lines, which take a shortcut, come out as the general rules make them."""
+    """FIN lines: next_fin_id takes the plain ones; next_command splits any of them by the general rules."""
+
+    def test_next_fin_id(self) -> None:
+        """A plain FIN line is consumed and its id returned, then the next command follows."""
+        parser = make_parser()
+        parser.feed(b"FIN 0123456789abcdef\nFIN fedcba9876543210\nNOP\n")
+        self.assertEqual(parser.next_fin_id(), b"0123456789abcdef")
+        self.assertEqual(parser.next_fin_id(), b"fedcba9876543210")
+        self.assertIsNone(parser.next_fin_id())
+        self.assertEqual(parser.next_command(), Command(b"NOP", []))
+        self.assertEqual(parser.buffered(), 0)
+
+    def test_next_fin_id_declines(self) -> None:
+        """Anything but a plain, complete FIN line is left whole for next_command."""
+        for line in (b"FIN 0123456789abcdef\r\n", b"FIN 01234567 9abcdef\n", b"FIN 0123456789abcde\n",
+                     b"FIN 0123456789abcdef0\n", b"FINX0123456789abcdef\n", b"NOP\n", b"FIN 0123456789abcdef"):
+            parser = make_parser()
+            parser.feed(line)
+            self.assertIsNone(parser.next_fin_id(), line)
+            self.assertEqual(parser.buffered(), len(line), line)
+
+    def test_next_fin_id_mid_body(self) -> None:
+        """Bytes of a body being read are never taken for a FIN."""
+        parser = make_parser()
+        body = b"FIN 0123456789abcdef\n"
+        parser.feed(b"PUB t\n" + size(len(body) + 1) + body)
+        self.assertIsNone(parser.next_command())
+        self.assertIsNone(parser.next_fin_id())
+        parser.feed(b"x")
+        self.assertEqual(parser.next_command(), Command(b"PUB", [b"t"], body + b"x"))
 
     def test_fin(self) -> None:
         """FIN and a 16-byte id is the command with that id, as bytes."""

@@ -338,6 +338,11 @@ class NSQDProtocol(Protocol):
             channel.hold()
         try:
             while not self._dead and not self._blocked:
+                if channel is not None:
+                    msg_id = parser.next_fin_id()
+                    if msg_id is not None:
+                        self._finish(msg_id)
+                        continue
                 command = parser.next_command()
                 if command is None:
                     return
@@ -789,10 +794,13 @@ class NSQDProtocol(Protocol):
         self.channel.consumer_ready(self)
 
     def _fin(self, command: Command) -> None:
+        self._finish(parse_fin(command.params))
+
+    def _finish(self, msg_id: bytes) -> None:
+        """FIN of a well-formed id (also straight from the parser's shortcut)."""
         state = self.state
         if state != STATE_SUBSCRIBED and state != STATE_CLOSING:
             self._require_state("FIN", STATE_SUBSCRIBED, STATE_CLOSING)
-        msg_id = parse_fin(command.params)
         channel = self.channel
         assert channel is not None
         try:
