@@ -219,12 +219,23 @@ class ToolsProcessTests(TestCase):
         yield self.post("/topic/create?topic=busy")
         yield self.post("/channel/create?topic=busy&channel=watched")
         yield self.post("/mpub?topic=busy", b"a\nb\nc")
-        publishing = LoopingCall(lambda: self.post("/pub?topic=busy", b"more"))
+        # Background traffic: the last request is waited for before nsqd
+        # stops (cleanups run last-in, first-out), so none is left open.
+        last: List["Deferred[Any]"] = []
+
+        def publish_more() -> None:
+            request = self.http.request(
+                "POST", "http://%s/pub?topic=busy" % (self.nsqd.http_address,), b"more")
+            request.addErrback(lambda failure: None)
+            last[:] = [request]
+
+        publishing = LoopingCall(publish_more)
         publishing.start(0.05)
 
-        def stop_publishing() -> None:
+        def stop_publishing() -> "Optional[Deferred[Any]]":
             if publishing.running:
                 publishing.stop()
+            return last[0] if last else None
 
         self.addCleanup(stop_publishing)
         stat = spawn(
