@@ -113,6 +113,26 @@ class FrameParserTests(SynchronousTestCase):
             out.extend(parser.feed(data[start : start + 7777]))
         self.assertEqual(out, [(2, bytes([i % 256]) * (i % 300)) for i in range(2000)])
 
+    def test_every_split_and_input_type(self) -> None:
+        """A stream cut at any point, given as bytes, bytearray or memoryview, gives the same frames as bytes."""
+        data = OK_FRAME + encode_frame(2, b"m" * 30) + encode_frame(1, b"E_INVALID x")
+        expected = [(0, b"OK"), (2, b"m" * 30), (1, b"E_INVALID x")]
+        for kind in (bytes, bytearray, memoryview):
+            for cut in range(len(data) + 1):
+                parser = FrameParser()
+                out = parser.feed(kind(data[:cut])) + parser.feed(kind(data[cut:]))
+                self.assertEqual(out, expected, (kind, cut))
+                self.assertEqual({type(frame) for _, frame in out}, {bytes})
+                self.assertEqual(parser.buffered(), 0)
+
+    def test_error_after_held_bytes(self) -> None:
+        """A bad size found after held-back bytes is an error, and the parser holds nothing more."""
+        parser = FrameParser()
+        self.assertEqual(parser.feed(OK_FRAME + b"\x00\x00"), [(0, b"OK")])
+        self.assertRaises(FrameError, parser.feed, b"\x00\x01\x00\x00\x00\x00")
+        self.assertEqual(parser.buffered(), 0)
+        self.assertRaises(FrameError, parser.feed, OK_FRAME)
+
     def test_size_too_small(self) -> None:
         """A size below 4 (no room for the type) is an error, and stays one."""
         parser = FrameParser()

@@ -10,7 +10,7 @@ for clients and tests.
 from __future__ import annotations
 
 import struct
-from typing import List, Optional, Tuple
+from typing import Any, List, Optional, Tuple
 
 __all__ = [
     "CLOSE_WAIT_FRAME",
@@ -88,36 +88,57 @@ class FrameParser:
         if self._error is not None:
             raise self._error
         buf = self._buf
-        pos = self._pos
-        if pos and pos == len(buf):
-            buf.clear()
-            pos = 0
+        if self._pos == len(buf):
+            if buf:
+                buf.clear()
+            if type(data) is bytes:
+                # Nothing held back (the usual case): frames are sliced
+                # straight out of the bytes received, one copy each.
+                return self._parse(data, data, 0)
         buf += data
-        end = len(buf)
+        return self._parse(buf, memoryview(buf), self._pos)
+
+    def _parse(self, source: Any, view: Any, pos: int) -> List[Tuple[int, bytes]]:
+        """
+        The complete frames of ``source`` from ``pos``; what follows them
+        is kept in the buffer.  ``view`` slices ``source`` into ``bytes``
+        (``source`` itself when it is ``bytes``, else a memoryview of it).
+        """
+        end = len(source)
         frames: List[Tuple[int, bytes]] = []
         limit = self.max_frame_size
-        while end - pos >= 8:
-            size, frame_type = _unpack_header(buf, pos)
-            if size < 4 or (limit is not None and size > limit):
-                if size < 4:
-                    self._error = FrameError("invalid frame size %d" % (size,))
-                else:
-                    self._error = FrameError("frame size %d exceeds %s" % (size, limit))
-                self._buf = bytearray()
-                self._pos = 0
-                raise self._error
-            stop = pos + 4 + size
-            if stop > end:
-                break
-            frames.append((frame_type, bytes(buf[pos + 8 : stop])))
-            pos = stop
-        if pos == end:
+        try:
+            while end - pos >= 8:
+                size, frame_type = _unpack_header(source, pos)
+                if size < 4 or (limit is not None and size > limit):
+                    if size < 4:
+                        self._error = FrameError("invalid frame size %d" % (size,))
+                    else:
+                        self._error = FrameError("frame size %d exceeds %s" % (size, limit))
+                    self._buf = bytearray()
+                    self._pos = 0
+                    raise self._error
+                stop = pos + 4 + size
+                if stop > end:
+                    break
+                frames.append((frame_type, bytes(view[pos + 8 : stop])))
+                pos = stop
+        finally:
+            if view is not source:
+                view.release()
+        buf = self._buf
+        if source is not buf:
+            # Parsed from the received bytes: keep the incomplete rest.
+            buf += source[pos:]
+            self._pos = 0
+        elif pos == end:
             buf.clear()
-            pos = 0
+            self._pos = 0
         elif pos > 65536:
             del buf[:pos]
-            pos = 0
-        self._pos = pos
+            self._pos = 0
+        else:
+            self._pos = pos
         return frames
 
     def buffered(self) -> int:
