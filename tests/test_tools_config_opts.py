@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import random
+import sys
 
 from twisted.trial.unittest import SynchronousTestCase
 
@@ -12,6 +13,7 @@ from txnsq.tools.common import (
     check_http_addresses,
     client_options_or_exit,
     connection_config,
+    connection_config_or_exit,
     ephemeral_tail_channel,
     fatal,
     print_version,
@@ -132,3 +134,16 @@ class CommonTests(SynchronousTestCase):
         plain = connection_config(parse_config_options([]), "nsq_tail")
         self.assertEqual(plain.user_agent, user_agent("nsq_tail"))
         self.assertIsNone(plain.tls_options)
+
+    def test_connection_config_or_exit(self) -> None:
+        """An unreadable TLS file is Go's fatal exit with the tool's wording of the error."""
+        missing = self.mktemp()
+        options = parse_config_options(["tls_root_ca_file," + missing])
+        stderr = io.StringIO()
+        self.patch(sys, "stderr", stderr)
+        with self.assertRaises(SystemExit) as raised:
+            connection_config_or_exit(options, "to_nsq", "failed to create nsq.Producer - %s")
+        self.assertEqual(raised.exception.code, 1)
+        self.assertIn("failed to create nsq.Producer - ", stderr.getvalue())
+        self.assertIn(missing, stderr.getvalue())
+        self.assertEqual(connection_config_or_exit(parse_config_options([]), "to_nsq").user_agent, user_agent("to_nsq"))

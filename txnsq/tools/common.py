@@ -210,6 +210,18 @@ def connection_config(options: ClientOptions, program: str, **overrides: Any) ->
     return ConnectionConfig(**settings)
 
 
+def connection_config_or_exit(options: ClientOptions, program: str, failure: str = "%s") -> Any:
+    """
+    :func:`connection_config`, or Go's fatal exit when a ``tls_*`` file
+    cannot be read (``failure`` % the error is the fatal text: Go's tools
+    word it differently).
+    """
+    try:
+        return connection_config(options, program)
+    except OSError as error:
+        fatal(failure % (error,))
+
+
 # --- running ---------------------------------------------------------------
 
 

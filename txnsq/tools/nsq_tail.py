@@ -24,7 +24,7 @@ from txnsq.cli import BOOL, INT, STRING_LIST, Flag
 from txnsq.tools.common import (
     channel_flag,
     client_options_or_exit,
-    connection_config,
+    connection_config_or_exit,
     consumer_opt_flag,
     ephemeral_tail_channel,
     fatal,
@@ -150,10 +150,7 @@ def main(argv: Optional[Sequence[str]] = None, stdout: Optional[IO[bytes]] = Non
         from txnsq.logging import start_console_logging
 
         start_console_logging(PROGRAM, "info", "")
-        try:
-            config = connection_config(client_options, PROGRAM)
-        except OSError as error:
-            fatal(str(error))
+        config = connection_config_or_exit(client_options, PROGRAM)
         finished: Deferred[int] = Deferred()
         consumers: List[Any] = []
 

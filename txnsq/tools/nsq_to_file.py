@@ -25,7 +25,7 @@ from txnsq import cli
 from txnsq.cli import BOOL, DURATION, INT, STRING, STRING_LIST, Flag
 from txnsq.tools.common import (
     channel_flag,
-    connection_config,
+    connection_config_or_exit,
     consumer_opt_flag,
     fatal,
     http_timeout_flags,
@@ -266,10 +266,7 @@ def run(
     from txnsq.tools.common import user_agent
     from txnsq.tools.topic_discoverer import TopicDiscoverer
 
-    try:
-        config = connection_config(client_options, PROGRAM)
-    except OSError as error:
-        fatal(str(error))
+    config = connection_config_or_exit(client_options, PROGRAM)
     outcome: Deferred[int] = Deferred()
     status = {"code": 0, "stopping": False}
 

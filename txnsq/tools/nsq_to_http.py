@@ -57,7 +57,7 @@ from txnsq.protocol.names import is_valid_channel_name, is_valid_topic_name
 from txnsq.tools.common import (
     channel_flag,
     client_options_or_exit,
-    connection_config,
+    connection_config_or_exit,
     consumer_opt_flag,
     fatal,
     http_timeout_flags,
@@ -501,10 +501,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         from txnsq.logging import start_console_logging
 
         start_console_logging(PROGRAM, "info", "")
-        try:
-            config = connection_config(client_options, PROGRAM)
-        except OSError as error:
-            fatal(str(error))
+        config = connection_config_or_exit(client_options, PROGRAM)
         client = GoHTTPClient(
             reactor,
             values["http_client_connect_timeout"],

@@ -67,7 +67,7 @@ from txnsq.protocol.names import is_valid_channel_name, is_valid_topic_name
 from txnsq.tools.common import (
     GODOC_CONFIG,
     client_options_or_exit,
-    connection_config,
+    connection_config_or_exit,
     fatal,
     lookupd_http_address_flag,
     max_in_flight_flag,
@@ -571,14 +571,8 @@ def start_bridge(
         from txnsq.client.producer import Producer
 
         make_producer = Producer
-    try:
-        consumer_config = connection_config(consumer_options, PROGRAM)
-    except OSError as error:
-        fatal(str(error))
-    try:
-        producer_config = connection_config(producer_options, PROGRAM)
-    except OSError as error:
-        fatal("failed creating producer %s" % (error,))
+    consumer_config = connection_config_or_exit(consumer_options, PROGRAM)
+    producer_config = connection_config_or_exit(producer_options, PROGRAM, "failed creating producer %s")
     addresses = list(dict.fromkeys(values["destination_nsqd_tcp_address"]))
     producers: Dict[str, Any] = {}
     for address in addresses:

@@ -27,7 +27,7 @@ from txnsq import cli
 from txnsq.cli import INT, STRING, Flag
 from txnsq.tools.common import (
     client_options_or_exit,
-    connection_config,
+    connection_config_or_exit,
     fatal,
     nsqd_tcp_address_flag,
     producer_opt_flag,
@@ -209,10 +209,7 @@ def main(argv: Optional[Sequence[str]] = None, stdin: Optional[IO[bytes]] = None
         from txnsq.logging import start_console_logging
 
         start_console_logging(PROGRAM, "info", "")
-        try:
-            config = connection_config(client_options, PROGRAM)
-        except OSError as error:
-            fatal("failed to create nsq.Producer - %s" % (error,))
+        config = connection_config_or_exit(client_options, PROGRAM, "failed to create nsq.Producer - %s")
         topic = values["topic"]
         producers = [
             Producer(address, config=config, reactor=reactor)
