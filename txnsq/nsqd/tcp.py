@@ -415,6 +415,8 @@ class NSQDProtocol(Protocol):
     def send_message(self, data: bytes) -> None:
         """Write one message (payload with attempts already counted)."""
         self.message_count += 1
+        # _write, inlined for the hot path, with the header and the payload
+        # appended apart (the join at flush time copies them once).
         out = self._out
         out.append(_pack_message_frame_header(len(data) + 4, _FRAME_TYPE_MESSAGE))
         out.append(data)
