@@ -100,6 +100,9 @@ __all__ = [
 
 PROGRAM = "nsq_to_nsq"
 
+#: How much of a body that is not JSON the error line shows.
+_LOGGED_BODY_BYTES = 200
+
 _log = Logger(namespace="txnsq.tools.nsq_to_nsq")
 
 
@@ -294,7 +297,13 @@ class JSONFilter:
         try:
             fields = decode_go_json_object(body)
         except ValueError:
-            _log.error("Unable to decode json: {body}", body=body.decode("utf-8", "replace"))
+            # Go logs the whole body; a message may be a megabyte, so the
+            # line shows its start and its length.
+            _log.error(
+                "Unable to decode json: {body} ({size} bytes)",
+                body=body[:_LOGGED_BODY_BYTES].decode("utf-8", "replace"),
+                size=len(body),
+            )
             return SKIP, body
         outcome = self._check(fields)
         if outcome != PUBLISH:
