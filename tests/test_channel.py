@@ -800,8 +800,8 @@ class TimerTests(ChannelTestCase):
         self.channel.finish(consumer, message.id)
         self.assertEqual(self.timers(), [])
 
-    def test_stale_heap_compacted(self) -> None:
-        """Finished messages do not pile up in the in-flight heap."""
+    def test_finished_leave_nothing(self) -> None:
+        """Finished messages leave nothing behind in the timeout bookkeeping, and the one left still times out."""
         consumer = self.subscribe(ready=2)
         self.publish(b"keep")
         consumer.take()
@@ -809,10 +809,74 @@ class TimerTests(ChannelTestCase):
             self.publish(b"%d" % (i,))
             [message] = consumer.take()
             self.channel.finish(consumer, message.id)
-        self.assertLess(len(self.channel._in_flight_heap), 2100)
+        self.assertEqual(sum(len(flight) for flight in self.channel._flights.values()), 1)
         self.assertEqual(self.channel.in_flight_count, 1)
         self.clock.advance(60)
         self.assertEqual(self.channel.timeout_count, 1)
+
+    def test_consumers_time_out_in_deadline_order(self) -> None:
+        """Messages of consumers with different msg_timeouts come back in deadline order, each when due."""
+        slow = self.subscribe(ready=5, msg_timeout=10)
+        fast = self.subscribe(ready=5, msg_timeout=3)
+        self.channel.hold()
+        self.publish(b"s1", b"f1")
+        self.channel.release()
+        self.clock.advance(1)
+        self.publish(b"s2", b"f2")
+        self.assertEqual((slow.bodies(), fast.bodies()), ([b"s1", b"s2"], [b"f1", b"f2"]))
+        slow.ready_count = fast.ready_count = 0
+        self.channel.consumer_ready(slow)
+        self.channel.consumer_ready(fast)
+        self.clock.advance(2)
+        self.assertEqual(self.channel.timeout_count, 1)
+        self.clock.advance(1)
+        self.assertEqual(self.channel.timeout_count, 2)
+        self.clock.advance(6)
+        self.assertEqual(self.channel.timeout_count, 3)
+        self.clock.advance(1)
+        self.assertEqual(self.channel.timeout_count, 4)
+        taker = self.subscribe(ready=10)
+        self.assertEqual(taker.bodies(), [b"f1", b"f2", b"s1", b"s2"])
+
+    def test_capped_touch_out_of_order(self) -> None:
+        """A TOUCH capped by --max-msg-timeout below a later delivery's deadline times out at its capped deadline, first."""
+        self.build(max_msg_timeout=100.0)
+        consumer = self.subscribe(ready=5, msg_timeout=60)
+        self.publish(b"old")
+        [old] = consumer.take()
+        self.clock.advance(45)
+        self.publish(b"new")  # due at 105
+        consumer.take()
+        self.clock.advance(5)
+        self.channel.touch(consumer, old.id)  # 50 + 60 = 110, capped at 0 + 100
+        consumer.ready_count = 0
+        self.channel.consumer_ready(consumer)
+        self.clock.advance(49.9)
+        self.assertEqual(self.channel.timeout_count, 0)
+        self.clock.advance(0.1)
+        self.assertEqual(self.channel.timeout_count, 1)
+        self.clock.advance(4.9)
+        self.assertEqual(self.channel.timeout_count, 1)
+        self.clock.advance(0.1)
+        self.assertEqual(self.channel.timeout_count, 2)
+        self.assertEqual(self.channel.depth(), 2)
+
+    def test_capped_touch_then_finish(self) -> None:
+        """A capped, out-of-order message that is finished never times out."""
+        self.build(max_msg_timeout=100.0)
+        consumer = self.subscribe(ready=5, msg_timeout=60)
+        self.publish(b"old")
+        [old] = consumer.take()
+        self.clock.advance(45)
+        self.publish(b"new")
+        [new] = consumer.take()
+        self.clock.advance(5)
+        self.channel.touch(consumer, old.id)
+        self.channel.finish(consumer, old.id)
+        self.channel.finish(consumer, new.id)
+        self.clock.advance(100)
+        self.assertEqual((self.channel.timeout_count, self.channel.in_flight_count), (0, 0))
+        self.assertEqual(self.timers(), [])
 
     def test_channel_class(self) -> None:
         """Topics make Channel instances."""

@@ -9,10 +9,14 @@ or lets it time out, and holds deferred messages (``DPUB``, ``REQ`` with a
 delay) until they are due.
 
 Time comes from the injected ``IReactorTime``.  A channel has at most one
-pending ``callLater``, set for the earliest deadline among its in-flight
-and deferred messages; the in-flight heap uses lazy deletion (finished
-entries are skipped when they reach the top, and the heap is compacted
-when mostly stale).
+pending ``callLater``, set no later than the earliest deadline among its
+in-flight and deferred messages.  A consumer's in-flight messages are kept
+in delivery order, which is also their timeout order (one ``msg_timeout``
+per consumer, and time only moves on), so finishing one is a dict deletion
+and the next to time out is the first; only a TOUCH capped by
+``--max-msg-timeout`` can fall out of that order, and goes to a small heap.
+(A wall clock stepped back while messages are in flight delays the
+timeouts of those delivered after the step by at most the step.)
 
 Messages are kept as the encoded bytes of :mod:`txnsq.protocol.message`;
 delivery only reads the ID and rewrites the attempts count.
@@ -21,7 +25,6 @@ delivery only reads the ID and rewrites the attempts count.
 from __future__ import annotations
 
 import heapq
-from heapq import heappush
 import random
 from collections import OrderedDict
 from itertools import count
@@ -66,11 +69,11 @@ NOT_OWNER = "client does not own message"
 # this margin counts as due, so a timer can never spin short of its target.
 _EPSILON = 1e-6
 
-# The in-flight heap is rebuilt when more than half of it (and at least this
-# many entries) are stale.
-_COMPACT_MIN = 1024
-
 _MAX_ATTEMPTS = 0xFFFF
+
+
+def _deadline_of(entry: "_InFlight") -> float:
+    return entry.deadline
 
 
 class Consumer(Protocol):
@@ -122,18 +125,19 @@ class ChannelFullError(SubscribeError):
 class _InFlight:
     """One message delivered to a consumer and not yet finished."""
 
-    __slots__ = ("msg_id", "data", "consumer", "delivered_at", "seq")
+    __slots__ = ("msg_id", "data", "consumer", "delivered_at", "deadline", "late")
 
     def __init__(
-        self, msg_id: bytes, data: bytes, consumer: Any, delivered_at: float, seq: int
+        self, msg_id: bytes, data: bytes, consumer: Any, delivered_at: float, deadline: float
     ) -> None:
         self.msg_id = msg_id
         self.data = data
         self.consumer = consumer
         self.delivered_at = delivered_at
-        # The sequence number of this entry's live heap item; 0 once the
-        # entry left flight, which marks all its heap items stale.
-        self.seq = seq
+        self.deadline = deadline
+        # The sequence number of its item in the channel's heap of late
+        # entries, or 0 while it is in its consumer's delivery order.
+        self.late = 0
 
 
 class Channel:
@@ -188,9 +192,11 @@ class Channel:
         # a hint: readiness is checked again when a consumer comes up.
         self._ready: "OrderedDict[Any, None]" = OrderedDict()
         self._in_flight: Dict[bytes, _InFlight] = {}
-        self._in_flight_heap: List[Tuple[float, int, _InFlight]] = []
-        self._stale = 0
-        self._compact_at = _COMPACT_MIN
+        # Per consumer, its in-flight messages in delivery (= timeout) order.
+        self._flights: Dict[Any, Dict[bytes, _InFlight]] = {}
+        # TOUCHed messages whose capped deadline comes before later
+        # deliveries' (rare): a heap with lazy deletion (see _InFlight.late).
+        self._late: List[Tuple[float, int, _InFlight]] = []
         self._deferred: List[Tuple[float, int, bytes]] = []
         self._next_seq: Callable[[], int] = count(1).__next__
         self._timer: Any = None  # Optional[IDelayedCall]
@@ -307,15 +313,15 @@ class Channel:
         if self._sampling:
             self._sampling = any(getattr(c, "sample_rate", 0) for c in self.consumers)
         self._ready.pop(consumer, None)
+        self._flights.pop(consumer, None)
         mine = [e for e in self._in_flight.values() if e.consumer is consumer]
         if mine:
             in_flight = self._in_flight
             queue = self._queue
             for entry in mine:
                 del in_flight[entry.msg_id]
-                data = entry.data
-                self._retire(entry)
-                queue.put(data)
+                entry.late = 0
+                queue.put(entry.data)
             consumer.in_flight_count -= len(mine)
             self.requeue_count += len(mine)
             self._check_idle()
@@ -364,7 +370,7 @@ class Channel:
         latency = self.e2e_latency
         if latency is not None:
             latency.insert(message_timestamp(entry.data))
-        self._retire(entry)
+        self._unschedule(entry)
         consumer.in_flight_count -= 1
         if not self._in_flight:
             self._check_idle()
@@ -381,7 +387,7 @@ class Channel:
         """
         entry = self._take(consumer, msg_id)
         data = entry.data
-        self._retire(entry)
+        self._unschedule(entry)
         consumer.in_flight_count -= 1
         self.requeue_count += 1
         max_delay = self.options.max_req_timeout
@@ -412,15 +418,19 @@ class Channel:
         max_timeout = self.options.max_msg_timeout
         if deadline - entry.delivered_at >= max_timeout:
             deadline = entry.delivered_at + max_timeout
-        seq = self._next_seq()
-        entry.seq = seq
-        # The entry's previous heap item is now stale.
-        self._stale += 1
-        heapq.heappush(self._in_flight_heap, (deadline, seq, entry))
+        self._unschedule(entry)
+        entry.deadline = deadline
+        flight = self._flights[consumer]
+        if flight and deadline < flight[next(reversed(flight))].deadline:
+            # Capped below a later delivery's deadline: out of order.
+            seq = self._next_seq()
+            entry.late = seq
+            heapq.heappush(self._late, (deadline, seq, entry))
+        else:
+            flight[msg_id] = entry
         timer_at = self._timer_at
         if timer_at is None or deadline < timer_at:
             self._arm(deadline)
-        self._maybe_compact()
 
     # -- pause, empty, close, delete -------------------------------------
 
@@ -442,7 +452,6 @@ class Channel:
         """
         for entry in self._in_flight.values():
             entry.consumer.in_flight_count -= 1
-            entry.seq = 0
         self._clear()
         self._queue.empty()
         for consumer in self.consumers:
@@ -497,10 +506,12 @@ class Channel:
         msg_id = message_id(data)
         now = self.clock.seconds()
         deadline = now + consumer.msg_timeout
-        seq = self._next_seq()
-        entry = _InFlight(msg_id, data, consumer, now, seq)
+        entry = _InFlight(msg_id, data, consumer, now, deadline)
         self._in_flight[msg_id] = entry
-        heapq.heappush(self._in_flight_heap, (deadline, seq, entry))
+        flight = self._flights.get(consumer)
+        if flight is None:
+            flight = self._flights[consumer] = {}
+        flight[msg_id] = entry
         consumer.in_flight_count += 1
         if consumer.ready_count > consumer.in_flight_count:
             # Back of the line: this is what spreads messages round-robin.
@@ -543,7 +554,7 @@ class Channel:
         read = self._queue.read
         consumers = self.consumers
         in_flight = self._in_flight
-        next_seq = self._next_seq
+        flights = self._flights
         now = self.clock.seconds()
         while ready:
             consumer = ready.popitem(last=False)[0]
@@ -551,6 +562,9 @@ class Channel:
                 continue
             send = consumer.send_message
             deadline = now + consumer.msg_timeout
+            flight = flights.get(consumer)
+            if flight is None:
+                flight = flights[consumer] = {}
             while True:
                 data = read()
                 if data is None:
@@ -563,11 +577,9 @@ class Channel:
                     attempts = _MAX_ATTEMPTS
                 data = with_attempts(data, attempts)
                 msg_id = data[10:26]
-                seq = next_seq()
-                entry = _InFlight(msg_id, data, consumer, now, seq)
+                entry = _InFlight(msg_id, data, consumer, now, deadline)
                 in_flight[msg_id] = entry
-                # Not kept in a local: compaction replaces the list.
-                heappush(self._in_flight_heap, (deadline, seq, entry))
+                flight[msg_id] = entry
                 consumer.in_flight_count += 1
                 timer_at = self._timer_at
                 if timer_at is None or deadline < timer_at:
@@ -641,35 +653,18 @@ class Channel:
         del self._in_flight[msg_id]
         return entry
 
-    def _retire(self, entry: _InFlight) -> None:
-        """Mark an entry that left flight; its heap items become stale."""
-        entry.seq = 0
-        # Stale heap items keep the entry alive until they are popped;
-        # the message itself need not stay with it.
-        entry.data = b""
-        self._stale += 1
-        if self._stale > self._compact_at:
-            self._maybe_compact()
-
-    def _maybe_compact(self) -> None:
-        """Rebuild the in-flight heap once most of it is stale."""
-        stale = self._stale
-        size = len(self._in_flight_heap)
-        if stale > _COMPACT_MIN and stale * 2 > size:
-            heap = [item for item in self._in_flight_heap if item[2].seq == item[1]]
-            heapq.heapify(heap)
-            self._in_flight_heap = heap
-            self._stale = 0
-            size = len(heap)
-        # No need to look again before the stale items could outnumber
-        # the live ones (a check per FIN cost 5% of a drain).
-        self._compact_at = max(_COMPACT_MIN, size - self._stale)
+    def _unschedule(self, entry: _InFlight) -> None:
+        """An entry left flight: out of its consumer's order (or the late heap)."""
+        if entry.late:
+            # Its late heap item is skipped when it comes up.
+            entry.late = 0
+        else:
+            del self._flights[entry.consumer][entry.msg_id]
 
     def _check_idle(self) -> None:
-        """With nothing in flight, every heap item is stale: drop them."""
-        if not self._in_flight and self._in_flight_heap:
-            self._in_flight_heap = []
-            self._stale = 0
+        """With nothing in flight and nothing deferred, no timer is needed."""
+        if not self._in_flight:
+            self._late = []
             if not self._deferred:
                 self._cancel_timer()
 
@@ -723,22 +718,32 @@ class Channel:
             now = target
         limit = now + _EPSILON
         queue = self._queue
-        heap = self._in_flight_heap
         in_flight = self._in_flight
         consumers = self.consumers
         ready = self._ready
-        while heap and heap[0][0] <= limit:
-            _, seq, entry = heapq.heappop(heap)
-            if entry.seq != seq:
-                self._stale -= 1
-                continue
+        # What is due, from each consumer's order and from the late heap,
+        # goes back to the queue in deadline order.
+        due: List[_InFlight] = []
+        for flight in self._flights.values():
+            while flight:
+                entry = flight[next(iter(flight))]
+                if entry.deadline > limit:
+                    break
+                del flight[entry.msg_id]
+                due.append(entry)
+        late = self._late
+        while late and late[0][0] <= limit:
+            _, seq, entry = heapq.heappop(late)
+            if entry.late == seq:
+                entry.late = 0
+                due.append(entry)
+        due.sort(key=_deadline_of)
+        for entry in due:
             del in_flight[entry.msg_id]
-            entry.seq = 0
             consumer = entry.consumer
             consumer.in_flight_count -= 1
             self.timeout_count += 1
             queue.put(entry.data)
-            entry.data = b""
             if consumer in consumers and consumer.ready_count > consumer.in_flight_count:
                 if consumer not in ready:
                     ready[consumer] = None
@@ -750,12 +755,22 @@ class Channel:
         self._rearm()
 
     def _rearm(self) -> None:
-        """Set the timer for the earliest live deadline, if any."""
-        heap = self._in_flight_heap
-        while heap and heap[0][2].seq != heap[0][1]:
-            heapq.heappop(heap)
-            self._stale -= 1
-        at: Optional[float] = heap[0][0] if heap else None
+        """
+        Set the timer for the earliest deadline, if any: the first of each
+        consumer's order, the late heap's first live item, the first
+        deferred message.
+        """
+        at: Optional[float] = None
+        for flight in self._flights.values():
+            if flight:
+                first = flight[next(iter(flight))].deadline
+                if at is None or first < at:
+                    at = first
+        late = self._late
+        while late and late[0][2].late != late[0][1]:
+            heapq.heappop(late)
+        if late and (at is None or late[0][0] < at):
+            at = late[0][0]
         deferred = self._deferred
         if deferred and (at is None or deferred[0][0] < at):
             at = deferred[0][0]
@@ -767,8 +782,9 @@ class Channel:
     def _clear(self) -> None:
         """Forget every in-flight and deferred message; stop the timer."""
         self._in_flight.clear()
-        self._in_flight_heap = []
-        self._stale = 0
+        for flight in self._flights.values():
+            flight.clear()
+        self._late = []
         self._deferred = []
         self._cancel_timer()
 
@@ -777,9 +793,9 @@ class Channel:
         consumers = list(self.consumers)
         for entry in self._in_flight.values():
             entry.consumer.in_flight_count -= 1
-            entry.seq = 0
         self.consumers.clear()
         self._ready.clear()
+        self._flights.clear()
         for consumer in consumers:
             close = getattr(consumer, "close", None)
             if close is not None:
