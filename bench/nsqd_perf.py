@@ -259,6 +259,22 @@ def _stop(child: NSQDChild, result: Result) -> None:
     _trouble(child, result)
 
 
+def _start_nsqd(scenario: Scenario, settings: Settings, root: str, result: Result) -> Optional[NSQDChild]:
+    """A fresh nsqd for ``scenario``, its data and log under ``root``; ``None``
+    (with ``result`` failed) when it does not start."""
+    data_path = os.path.join(root, "data")
+    os.mkdir(data_path)
+    child = NSQDChild(scenario.nsqd_args(data_path), settings.command,
+                      os.path.join(root, "nsqd.log"))
+    _progress("%s: starting %s" % (scenario.name, " ".join(child.argv)))
+    try:
+        child.start()
+    except NSQDError as error:
+        result.fail("no nsqd", "nsqd did not start: %s" % (error,))
+        return None
+    return child
+
+
 def run_flow(scenario: Scenario, settings: Settings) -> Result:
     """
     One flow scenario: fresh nsqd, channel, write for ``runfor``, read nsqd's
@@ -266,15 +282,8 @@ def run_flow(scenario: Scenario, settings: Settings) -> Result:
     """
     result = Result(scenario)
     with tempfile.TemporaryDirectory(prefix="txnsq-perf-") as root:
-        data_path = os.path.join(root, "data")
-        os.mkdir(data_path)
-        child = NSQDChild(scenario.nsqd_args(data_path), settings.command,
-                          os.path.join(root, "nsqd.log"))
-        _progress("%s: starting %s" % (scenario.name, " ".join(child.argv)))
-        try:
-            child.start()
-        except NSQDError as error:
-            result.fail("no nsqd", "nsqd did not start: %s" % (error,))
+        child = _start_nsqd(scenario, settings, root, result)
+        if child is None:
             return result
         phase = "creating the channel"
         try:
@@ -355,15 +364,8 @@ def run_idle(scenario: Scenario, settings: Settings, wanted: int) -> Result:
             "idle-connections: {:,} connections, not {:,}: the hard limit on open files "
             "(ulimit -Hn) leaves no more".format(count, wanted))
     with tempfile.TemporaryDirectory(prefix="txnsq-perf-") as root:
-        data_path = os.path.join(root, "data")
-        os.mkdir(data_path)
-        child = NSQDChild(scenario.nsqd_args(data_path), settings.command,
-                          os.path.join(root, "nsqd.log"))
-        _progress("%s: starting %s" % (scenario.name, " ".join(child.argv)))
-        try:
-            child.start()
-        except NSQDError as error:
-            result.fail("no nsqd", "nsqd did not start: %s" % (error,))
+        child = _start_nsqd(scenario, settings, root, result)
+        if child is None:
             return result
         connections: List[V2Connection] = []
         try:
