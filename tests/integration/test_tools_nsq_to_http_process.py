@@ -152,13 +152,14 @@ class NSQToHTTPProcessTests(TestCase):
         process = self.start("gets", "--get=" + self.base + "/hook?msg=%s&source=nsq")
         yield wait_for(lambda: len(self.endpoint.seen) >= 2, "two GETs")
         yield self.finished("gets", 2)
-        seen = self.endpoint.seen
+        # The two requests run concurrently (-n 100): their arrival order is not promised.
+        seen = sorted(self.endpoint.seen, key=lambda request: request.uri)
         self.assertEqual([request.method for request in seen], [b"GET", b"GET"])
         self.assertEqual(
             [request.uri for request in seen],
-            [b"/hook?msg=hello+world&source=nsq", b"/hook?msg=a%26b%3Dc%2Fd&source=nsq"],
+            [b"/hook?msg=a%26b%3Dc%2Fd&source=nsq", b"/hook?msg=hello+world&source=nsq"],
         )
-        self.assertEqual([request.args[b"msg"] for request in seen], [[b"hello world"], [b"a&b=c/d"]])
+        self.assertEqual([request.args[b"msg"] for request in seen], [[b"a&b=c/d"], [b"hello world"]])
         self.assertEqual(seen[0].headers[b"user-agent"], ("nsq_to_http v%s" % (__version__,)).encode())
         self.assertNotIn(b"accept", seen[0].headers)
         yield self.stopped(process)
