@@ -28,6 +28,8 @@ setup(
     ],
     extras_require={
         "test": ["treq>=23.11", "mypy>=1.5", "mypy-zope>=1.0", "prometheus_client>=0.17"],
+        # Spark 4's Python Data Source API moves rows through Arrow (and pandas).
+        "spark": ["pyspark>=4.0", "pyarrow>=11.0", "pandas>=2.0"],
     },
     entry_points={
         "console_scripts": [

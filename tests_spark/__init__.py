@@ -1,0 +1,3 @@
+"""
+Tests of txnsq.spark on a real local Spark session (``tox -e spark``).
+"""

@@ -1,0 +1,29 @@
+"""
+NSQ topics in Spark: ``spark.readStream.format("nsq")``,
+``spark.read.format("nsq")`` and ``df.write[Stream].format("nsq")``, with
+Spark 4's Python Data Source API (install ``txnsq[spark]``).
+
+Call :func:`register` once per SparkSession.  Only :mod:`txnsq.spark.datasource`
+imports pyspark; the blocking client, the options, the spool and the MPUB
+batching are plain Python.
+
+- :mod:`txnsq.spark.blocking`: a blocking NSQ client over the shared codecs
+- :mod:`txnsq.spark.options`: the data source's options
+- :mod:`txnsq.spark.consumer`: the streaming consumer and the batch drain
+- :mod:`txnsq.spark.spool`: spooled micro-batches
+- :mod:`txnsq.spark.batching`, :mod:`txnsq.spark.publisher`: the sink
+- :mod:`txnsq.spark.datasource`: the ``nsq`` DataSource
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["register"]
+
+
+def register(spark: Any) -> None:
+    """Register the ``nsq`` data source with the SparkSession ``spark``."""
+    from txnsq.spark.datasource import NSQDataSource
+
+    spark.dataSource.register(NSQDataSource)
