@@ -14,7 +14,10 @@ setup(
     license="MIT",
     python_requires=">=3.9",
     packages=find_packages(include=["txnsq", "txnsq.*"]) + ["twisted.plugins"],
-    package_data={"twisted.plugins": ["txnsq_services.py", "txnsq_storage.py"]},
+    package_data={
+        "twisted.plugins": ["txnsq_services.py", "txnsq_storage.py"],
+        "txnsq.nsqadmin": ["static/*.css", "static/*.js"],
+    },
     include_package_data=True,
     zip_safe=False,
     install_requires=[
@@ -25,9 +28,10 @@ setup(
         "service-identity>=21.1",
         "pyopenssl>=23.0",
         "zope.interface>=5.0",
+        "treq>=23.11",
     ],
     extras_require={
-        "test": ["treq>=23.11", "mypy>=1.5", "mypy-zope>=1.0", "prometheus_client>=0.17"],
+        "test": ["mypy>=1.5", "mypy-zope>=1.0", "prometheus_client>=0.17"],
         # Spark 4's Python Data Source API moves rows through Arrow (and pandas).
         "spark": ["pyspark>=4.0", "pyarrow>=11.0", "pandas>=2.0"],
     },
@@ -35,6 +39,7 @@ setup(
         "console_scripts": [
             "nsqd = txnsq.nsqd.service:main",
             "nsqlookupd = txnsq.nsqlookupd.service:main",
+            "nsqadmin = txnsq.nsqadmin.service:main",
             "nsq_tail = txnsq.tools.nsq_tail:main",
             "to_nsq = txnsq.tools.to_nsq:main",
             "nsq_to_file = txnsq.tools.nsq_to_file:main",

@@ -1,4 +1,4 @@
-"""twistd plugins for the txnsq daemons: ``twistd nsqd``, ``twistd nsqlookupd``."""
+"""twistd plugins for the txnsq daemons: ``twistd nsqd``, ``twistd nsqlookupd``, ``twistd nsqadmin``."""
 
 from twisted.application.service import ServiceMaker
 
@@ -10,4 +10,7 @@ nsqlookupd = ServiceMaker(
     "txnsq.nsqlookupd.tap",
     "NSQ lookup daemon: producer discovery",
     "nsqlookupd",
+)
+nsqadmin = ServiceMaker(
+    "txnsq nsqadmin", "txnsq.nsqadmin.tap", "NSQ admin: the cluster web UI and JSON API", "nsqadmin"
 )

@@ -1,0 +1,202 @@
+# -*- test-case-name: tests.test_nsqadmin_api, tests.test_nsqadmin_pages -*-
+"""
+What nsqadmin's API handlers and page handlers share: the Klein app and
+route table, asynchronous dispatch in Go's reply styles (plus ``html``
+for pages), the settings, and the gathering of cluster stats (which also
+feeds the :class:`~txnsq.nsqadmin.history.History`).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional, Tuple
+
+from klein import Klein
+from twisted.internet.defer import Deferred, maybeDeferred
+from twisted.internet.interfaces import IReactorTime
+from twisted.logger import Logger
+from twisted.python.failure import Failure
+from twisted.web.iweb import IRequest
+from werkzeug.exceptions import HTTPException
+
+from txnsq.http.api import HTML_CONTENT_TYPE
+from txnsq.http.routes import GoRouter, Route, find_route, request_path
+from txnsq.nsqadmin.actions import ClusterActions, is_admin
+from txnsq.nsqadmin.clusterinfo import ClusterInfo, ClusterUnavailable, Gathered, NodeError
+from txnsq.nsqadmin.history import History
+from txnsq.nsqadmin.notify import Notifier
+from txnsq.nsqadmin.options import NSQAdminOptions
+from txnsq.protocol.http_params import APIError
+
+__all__ = ["ADMIN_APP", "ADMIN_ROUTES", "AdminBase", "PageError", "warning"]
+
+ADMIN_APP = Klein()
+
+#: Every route nsqadmin serves, API and pages.
+ADMIN_ROUTES: List[Route] = []
+
+
+class PageError(APIError):
+    """A page that cannot be shown: its status, title and a line of detail."""
+
+    def __init__(self, code: int, title: str, detail: str = "") -> None:
+        APIError.__init__(self, code, title)
+        self.detail = detail
+
+
+def warning(errors: List[NodeError]) -> str:
+    """Go's ``maybeWarnMsg``: ``WARNING: a; b`` or ''."""
+    if not errors:
+        return ""
+    return "WARNING: " + "; ".join(error.text for error in errors)
+
+
+class AdminBase(GoRouter):
+    """
+    The state and dispatch of one nsqadmin.
+
+    :param options: the settings.
+    :param cluster: asks the nodes.
+    :param clock: times requests and samples.
+    :param notifier: sends admin action notifications.
+    """
+
+    app = ADMIN_APP
+    routes = ADMIN_ROUTES
+    _log = Logger()
+
+    def __init__(
+        self,
+        options: NSQAdminOptions,
+        cluster: ClusterInfo,
+        clock: IReactorTime,
+        notifier: Optional[Notifier] = None,
+        history: Optional[History] = None,
+    ) -> None:
+        self.options = options
+        self.cluster = cluster
+        self.clock = clock
+        self.lookupds = list(options.nsqlookupd_http_addresses)
+        self.nsqds = list(options.nsqd_http_addresses)
+        self.actions = ClusterActions(cluster, self.lookupds, self.nsqds)
+        self.notifier = notifier
+        self.history = history if history is not None else History(clock)
+
+    def _seconds(self) -> float:
+        return self.clock.seconds()
+
+    @ADMIN_APP.handle_errors(HTTPException)
+    def _unrouted(self, request: IRequest, failure: Failure) -> Any:
+        """Klein found no handler: Go's redirect, 405 or 404."""
+        return self._serve(request, None)
+
+    # -- dispatch ---------------------------------------------------------------
+
+    def _render(self, request: IRequest, route: Route, code: int, data: Any) -> bytes:
+        if route.style == "html":
+            if code != 200:
+                from txnsq.nsqadmin.views import error_page
+
+                detail = data.detail if isinstance(data, PageError) else ""
+                title = data.text if isinstance(data, APIError) else str(data)
+                data = error_page(code, title, detail)
+            body = data.encode("utf-8") if isinstance(data, str) else data
+            request.setHeader(b"Cache-Control", b"no-store")
+            return self._reply(request, code, body, HTML_CONTENT_TYPE)
+        return GoRouter._render(self, request, route, code, data)
+
+    def _serve(self, request: IRequest, route: Optional[Route]) -> Any:
+        """Run the route's handler, which may return a Deferred, and render its result."""
+        self._begin(request)
+        method = request.method.decode("latin-1")
+        path = request_path(request)
+        params = route.match(path) if route is not None and method == route.method else None
+        if route is None or params is None:
+            found = find_route(method, path, self.routes)
+            if found is None:
+                return self._miss(request, method, path)
+            route, params = found
+        chosen: Route = route
+        started = self._seconds()
+        if chosen.style == "raw":
+            return chosen.handler(self, request, **params)
+        done: Deferred[Any] = maybeDeferred(chosen.handler, self, request, **params)
+
+        def ok(data: Any) -> bytes:
+            if chosen.logged:
+                self._log_request(request, 200, started)
+            return self._render(request, chosen, 200, data)
+
+        def failed(failure: Failure) -> bytes:
+            code: int = 500
+            data: Any = "INTERNAL_ERROR"
+            error: Any = failure.value
+            if failure.check(APIError):
+                code = error.code
+                data = error if chosen.style == "html" else error.text
+            elif failure.check(ClusterUnavailable):
+                self._log.error("{error}", error=failure.value)
+                code, data = 502, "UPSTREAM_ERROR: %s" % (failure.value,)
+                if chosen.style == "html":
+                    data = PageError(502, "No node answered", str(failure.value))
+            else:
+                self._log.failure("panic in HTTP handler {route}", failure, route=chosen)
+            if chosen.logged:
+                self._log_request(request, code, started)
+            return self._render(request, chosen, code, data)
+
+        return done.addCallbacks(ok, failed)
+
+    # -- shared questions -------------------------------------------------------
+
+    def is_admin(self, request: IRequest) -> bool:
+        """Whether this request's user may act."""
+        return is_admin(request, self.options.admin_users, self.options.acl_http_header)
+
+    def require_admin(self, request: IRequest) -> None:
+        """:raises APIError: ``403 FORBIDDEN`` for a user who may not act."""
+        if not self.is_admin(request):
+            raise APIError(403, "FORBIDDEN")
+
+    def notify(self, action: str, topic: str, channel: str, node: str, request: IRequest) -> None:
+        """Send the notification of an action (when an endpoint is set)."""
+        if self.notifier is not None:
+            self.notifier.notify(action, topic, channel, node, request)
+
+    def record(self, topics: List[Dict[str, Any]]) -> None:
+        """Sample every topic and channel total (see :mod:`~txnsq.nsqadmin.history`)."""
+        for topic in topics:
+            name = topic["topic_name"]
+            self.history.record(name, topic["depth"], topic["message_count"])
+            for channel in topic["channels"]:
+                self.history.record(
+                    "%s/%s" % (name, channel["channel_name"]),
+                    channel["depth"],
+                    channel["message_count"],
+                )
+
+    def gather(
+        self, topic: str = "", channel: str = "", include_clients: bool = False
+    ) -> "Deferred[Tuple[List[Dict[str, Any]], List[Dict[str, Any]], List[NodeError]]]":
+        """
+        The producers (all, or ``topic``'s) and their per-node topic stats,
+        with every failure on the way.
+        """
+        if topic:
+            found = self.cluster.topic_producers(topic, self.lookupds, self.nsqds)
+        else:
+            found = self.cluster.producers(self.lookupds, self.nsqds)
+
+        def stats(producers: Gathered) -> "Deferred[Any]":
+            asked = self.cluster.nsqd_stats(producers.value, topic, channel, include_clients)
+
+            def both(result: Gathered) -> Any:
+                return producers.value, result.value, list(producers.errors) + list(result.errors)
+
+            def none_answered(failure: Failure) -> Any:
+                failure.trap(ClusterUnavailable)
+                unavailable: Any = failure.value
+                return producers.value, [], list(producers.errors) + unavailable.errors
+
+            return asked.addCallbacks(both, none_answered)
+
+        return found.addCallback(stats)

@@ -1,0 +1,264 @@
+# -*- test-case-name: tests.test_nsqadmin_options -*-
+"""
+nsqadmin's settings, with Go nsqadmin v1.3's flags, defaults and help texts.
+
+:class:`NSQAdminOptions` holds them as snake_case attributes; durations are
+float seconds.  ``--lookupd-http-address`` is ``nsqlookupd_http_addresses``
+and ``--nsqd-http-address`` is ``nsqd_http_addresses`` (Go's field names).
+
+Not supported yet, and refused when set: ``--base-path`` other than ``/``,
+``--graphite-url`` and ``--proxy-graphite``, the ``--http-client-tls-*``
+flags and ``--config``.  ``--allow-config-from-cidr`` and the ``--statsd-*``
+flags are accepted and have no effect (there is no ``/config`` endpoint and
+no graphite).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import List, Optional, Sequence
+
+from txnsq import cli
+from txnsq.cli import BOOL, DURATION, STRING, STRING_LIST, VALUE, Flag
+from txnsq.logging import LOG_LEVEL_LABELS, LOG_LEVELS, parse_log_level_flag
+from txnsq.nsqd.options import listen_endpoint_description
+
+__all__ = [
+    "NSQAdminOptions",
+    "nsqadmin_flags",
+    "parse_nsqadmin_args",
+    "parse_nsqadmin_args_or_exit",
+]
+
+
+@dataclass
+class NSQAdminOptions:
+    """Every nsqadmin setting; attribute names are Go's option names in snake_case."""
+
+    version: bool = False
+    config: str = ""
+    log_level: str = "info"
+    log_prefix: str = "[nsqadmin] "
+    http_address: str = "0.0.0.0:4171"
+    base_path: str = "/"
+    graphite_url: str = ""
+    proxy_graphite: bool = False
+    statsd_counter_format: str = "stats.counters.%s.count"
+    statsd_gauge_format: str = "stats.gauges.%s"
+    statsd_prefix: str = "nsq.%s"
+    statsd_interval: float = 60.0
+    nsqlookupd_http_addresses: List[str] = field(default_factory=list)
+    nsqd_http_addresses: List[str] = field(default_factory=list)
+    http_client_connect_timeout: float = 2.0
+    http_client_request_timeout: float = 5.0
+    http_client_tls_insecure_skip_verify: bool = False
+    http_client_tls_root_ca_file: str = ""
+    http_client_tls_cert: str = ""
+    http_client_tls_key: str = ""
+    allow_config_from_cidr: str = "127.0.0.1/8"
+    notification_http_endpoint: str = ""
+    acl_http_header: str = "X-Forwarded-User"
+    admin_users: List[str] = field(default_factory=list)
+
+    def validate(self) -> None:
+        """
+        Refuse impossible or unsupported settings (Go's texts where Go has
+        them); the log level is lower-cased.
+
+        :raises ValueError: naming the flag and what is wrong.
+        """
+        if self.log_level.lower() not in LOG_LEVELS:
+            raise ValueError(
+                "invalid log level '%s' (debug, info, warn, error, fatal)" % (self.log_level,)
+            )
+        self.log_level = self.log_level.lower()
+        if not self.nsqd_http_addresses and not self.nsqlookupd_http_addresses:
+            raise ValueError("--nsqd-http-address or --lookupd-http-address required")
+        if self.nsqd_http_addresses and self.nsqlookupd_http_addresses:
+            raise ValueError("use --nsqd-http-address or --lookupd-http-address not both")
+        for name in ("http_client_connect_timeout", "http_client_request_timeout"):
+            if getattr(self, name) <= 0:
+                raise ValueError("--%s must be positive" % (name.replace("_", "-"),))
+        if not self.http_address:
+            raise ValueError("--http-address must not be empty")
+        try:
+            listen_endpoint_description(self.http_address)
+        except ValueError as error:
+            raise ValueError("--http-address: %s" % (error,))
+        if self.notification_http_endpoint and not (
+            self.notification_http_endpoint.startswith("http://")
+            or self.notification_http_endpoint.startswith("https://")
+        ):
+            raise ValueError(
+                "--notification-http-endpoint must be a fully qualified http(s) URL"
+            )
+        unsupported = [
+            ("config", self.config != ""),
+            ("base-path", self.base_path not in ("", "/")),
+            ("graphite-url", self.graphite_url != ""),
+            ("proxy-graphite", self.proxy_graphite),
+            ("http-client-tls-cert", self.http_client_tls_cert != ""),
+            ("http-client-tls-key", self.http_client_tls_key != ""),
+            ("http-client-tls-root-ca-file", self.http_client_tls_root_ca_file != ""),
+            ("http-client-tls-insecure-skip-verify", self.http_client_tls_insecure_skip_verify),
+        ]
+        for flag, given in unsupported:
+            if given:
+                raise ValueError("--%s is not supported yet by txnsq's nsqadmin" % (flag,))
+
+
+def nsqadmin_flags(defaults: Optional[NSQAdminOptions] = None) -> List[Flag]:
+    """nsqadmin's flag table, in Go's order, with defaults from ``defaults``."""
+    o = defaults if defaults is not None else NSQAdminOptions()
+    return [
+        Flag("version", BOOL, False, "print version string"),
+        Flag("config", STRING, "", "path to config file"),
+        Flag(
+            "log-level",
+            VALUE,
+            o.log_level,
+            "set log verbosity: debug, info, warn, error, or fatal",
+            parse=parse_log_level_flag,
+            default_text=LOG_LEVEL_LABELS.get(o.log_level.lower(), o.log_level),
+        ),
+        Flag("log-prefix", STRING, o.log_prefix, "log message prefix"),
+        Flag("verbose", BOOL, False, "[deprecated] has no effect, use --log-level", ignored=True),
+        Flag("http-address", STRING, o.http_address, "<addr>:<port> to listen on for HTTP clients"),
+        Flag("base-path", STRING, o.base_path, "URL base path"),
+        Flag("graphite-url", STRING, o.graphite_url, "graphite HTTP address"),
+        Flag("proxy-graphite", BOOL, o.proxy_graphite, "proxy HTTP requests to graphite"),
+        Flag(
+            "statsd-counter-format",
+            STRING,
+            o.statsd_counter_format,
+            "The counter stats key formatting applied by the implementation of statsd. "
+            "If no formatting is desired, set this to an empty string.",
+        ),
+        Flag(
+            "statsd-gauge-format",
+            STRING,
+            o.statsd_gauge_format,
+            "The gauge stats key formatting applied by the implementation of statsd. "
+            "If no formatting is desired, set this to an empty string.",
+        ),
+        Flag(
+            "statsd-prefix",
+            STRING,
+            o.statsd_prefix,
+            "prefix used for keys sent to statsd (%s for host replacement, must match nsqd)",
+        ),
+        Flag(
+            "statsd-interval",
+            DURATION,
+            o.statsd_interval,
+            "time interval nsqd is configured to push to statsd (must match nsqd)",
+        ),
+        Flag(
+            "lookupd-http-address",
+            STRING_LIST,
+            list(o.nsqlookupd_http_addresses),
+            "lookupd HTTP address (may be given multiple times)",
+            attr="nsqlookupd_http_addresses",
+        ),
+        Flag(
+            "nsqd-http-address",
+            STRING_LIST,
+            list(o.nsqd_http_addresses),
+            "nsqd HTTP address (may be given multiple times)",
+            attr="nsqd_http_addresses",
+        ),
+        Flag(
+            "http-client-connect-timeout",
+            DURATION,
+            o.http_client_connect_timeout,
+            "timeout for HTTP connect",
+        ),
+        Flag(
+            "http-client-request-timeout",
+            DURATION,
+            o.http_client_request_timeout,
+            "timeout for HTTP request",
+        ),
+        Flag(
+            "http-client-tls-insecure-skip-verify",
+            BOOL,
+            o.http_client_tls_insecure_skip_verify,
+            "configure the HTTP client to skip verification of TLS certificates",
+        ),
+        Flag(
+            "http-client-tls-root-ca-file",
+            STRING,
+            o.http_client_tls_root_ca_file,
+            "path to CA file for the HTTP client",
+        ),
+        Flag(
+            "http-client-tls-cert",
+            STRING,
+            o.http_client_tls_cert,
+            "path to certificate file for the HTTP client",
+        ),
+        Flag(
+            "http-client-tls-key",
+            STRING,
+            o.http_client_tls_key,
+            "path to key file for the HTTP client",
+        ),
+        Flag(
+            "allow-config-from-cidr",
+            STRING,
+            o.allow_config_from_cidr,
+            "A CIDR from which to allow HTTP requests to the /config endpoint",
+        ),
+        Flag(
+            "notification-http-endpoint",
+            STRING,
+            o.notification_http_endpoint,
+            "HTTP endpoint (fully qualified) to which POST notifications of admin actions "
+            "will be sent",
+        ),
+        Flag(
+            "acl-http-header",
+            STRING,
+            o.acl_http_header,
+            "HTTP header to check for authenticated admin users",
+        ),
+        Flag(
+            "admin-user",
+            STRING_LIST,
+            list(o.admin_users),
+            "admin user (may be given multiple times; if specified, only these users will "
+            "be able to perform privileged actions; acl-http-header is used to determine "
+            "the authenticated user)",
+            attr="admin_users",
+        ),
+    ]
+
+
+def _options_from(
+    parsed: cli.ParsedFlags, defaults: Optional[NSQAdminOptions]
+) -> NSQAdminOptions:
+    options = dataclasses.replace(defaults) if defaults is not None else NSQAdminOptions()
+    for attr, value in parsed.values.items():
+        setattr(options, attr, value)
+    return options
+
+
+def parse_nsqadmin_args(
+    argv: Sequence[str], defaults: Optional[NSQAdminOptions] = None
+) -> NSQAdminOptions:
+    """
+    Parse nsqadmin's command line (without the program name); not validated.
+
+    :raises txnsq.cli.FlagError: for a bad command line (Go's message).
+    :raises txnsq.cli.HelpRequested: for ``-h``/``--help``.
+    """
+    return _options_from(cli.parse_flags(nsqadmin_flags(defaults), argv), defaults)
+
+
+def parse_nsqadmin_args_or_exit(
+    argv: Sequence[str], defaults: Optional[NSQAdminOptions] = None
+) -> NSQAdminOptions:
+    """:func:`parse_nsqadmin_args` for the console script: Go's exits on errors and ``-h``."""
+    parsed = cli.run_or_exit(nsqadmin_flags(defaults), argv, "nsqadmin")
+    return _options_from(parsed, defaults)

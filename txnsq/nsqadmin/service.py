@@ -1,0 +1,139 @@
+# -*- test-case-name: tests.test_nsqadmin_service -*-
+"""
+nsqadmin as a Twisted service, and the ``nsqadmin`` console script.
+
+Any Twisted application can add :class:`NSQAdminService` to its service
+tree; ``twistd nsqadmin`` and the ``nsqadmin`` console script run the
+same service.  It listens on ``--http-address`` and logs
+``HTTP: listening on HOST:PORT`` once bound.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, List, Optional, Sequence
+
+from twisted.application.service import MultiService
+from twisted.internet.defer import Deferred, maybeDeferred
+from twisted.logger import Logger
+
+from txnsq.cli import version_string
+from txnsq.http.site import GoSite
+from txnsq.nsqadmin.options import NSQAdminOptions
+from txnsq.nsqd.listener import ListeningService
+from txnsq.nsqd.options import listen_endpoint_description
+
+__all__ = ["NSQAdminService", "main"]
+
+
+class NSQAdminService(MultiService):
+    """
+    One nsqadmin: its HTTP listener serving the UI and the JSON API.
+
+    :param options: the settings (validated by the caller).
+    :param reactor: listens, connects to the nodes and gives the time;
+        the global reactor when omitted.
+    :ivar app: the :class:`~txnsq.nsqadmin.app.NSQAdminApp`.
+    """
+
+    _log = Logger()
+
+    def __init__(self, options: NSQAdminOptions, reactor: Optional[Any] = None) -> None:
+        MultiService.__init__(self)
+        if reactor is None:
+            from twisted.internet import reactor as global_reactor
+
+            reactor = global_reactor
+        from txnsq.nsqadmin.app import NSQAdminApp
+        from txnsq.nsqadmin.clusterinfo import ClusterInfo
+        from txnsq.nsqadmin.http_client import TimedRequester, treq_send
+        from txnsq.nsqadmin.notify import Notifier
+
+        self.options = options
+        self.reactor = reactor
+        requester = TimedRequester(
+            treq_send(reactor, options.http_client_connect_timeout),
+            reactor,
+            options.http_client_request_timeout,
+        )
+        notifier = None
+        if options.notification_http_endpoint:
+            notifier = Notifier(
+                requester.request,
+                options.notification_http_endpoint,
+                reactor,
+                options.acl_http_header,
+            )
+        self.app = NSQAdminApp(options, ClusterInfo(requester.request), reactor, notifier)
+        self.http_listener = ListeningService(
+            "HTTP",
+            reactor,
+            listen_endpoint_description(options.http_address),
+            GoSite(self.app.app.resource()),
+        )
+        self.http_listener.setServiceParent(self)
+
+    def startService(self) -> None:
+        """Log the version and the nodes asked, then listen."""
+        self._log.info("{version}", version=version_string("nsqadmin"))
+        if self.options.nsqlookupd_http_addresses:
+            self._log.info(
+                "using --lookupd-http-address {addresses}",
+                addresses=", ".join(self.options.nsqlookupd_http_addresses),
+            )
+        else:
+            self._log.info(
+                "using --nsqd-http-address {addresses}",
+                addresses=", ".join(self.options.nsqd_http_addresses),
+            )
+        MultiService.startService(self)
+
+    def bound_port(self) -> int:
+        """The HTTP port actually bound (0 until listening)."""
+        return self.http_listener.bound_port()
+
+    def whenListening(self) -> "Deferred[Any]":
+        """Fires once listening; fails if it could not listen."""
+        return self.http_listener.whenListening()
+
+    def stopService(self) -> "Deferred[None]":
+        """Stop listening."""
+        return maybeDeferred(MultiService.stopService, self)  # type: ignore[return-value]
+
+
+def main(argv: Optional[Sequence[str]] = None) -> None:
+    """The ``nsqadmin`` console script: Go nsqadmin's flags, the same service."""
+    from txnsq.nsqadmin.options import parse_nsqadmin_args_or_exit
+
+    arguments: List[str] = list(sys.argv[1:] if argv is None else argv)
+    options = parse_nsqadmin_args_or_exit(arguments)
+    if options.version:
+        sys.stdout.write(version_string("nsqadmin") + "\n")
+        sys.exit(0)
+    try:
+        options.validate()
+    except ValueError as error:
+        sys.stderr.write("nsqadmin: %s\n" % (error,))
+        sys.exit(1)
+
+    from twisted.internet import reactor
+
+    from txnsq.logging import start_console_logging
+
+    start_console_logging("nsqadmin", options.log_level, options.log_prefix)
+    service = NSQAdminService(options, reactor)
+    outcome = {"code": 0}
+
+    def listen_failed(failure: Any) -> None:
+        outcome["code"] = 1
+        reactor.stop()  # type: ignore[attr-defined]
+
+    reactor.callWhenRunning(service.startService)  # type: ignore[attr-defined]
+    reactor.callWhenRunning(  # type: ignore[attr-defined]
+        lambda: service.whenListening().addErrback(listen_failed)
+    )
+    reactor.addSystemEventTrigger(  # type: ignore[attr-defined]
+        "before", "shutdown", service.stopService
+    )
+    reactor.run()  # type: ignore[attr-defined]
+    sys.exit(outcome["code"])

@@ -1,0 +1,502 @@
+# -*- test-case-name: tests.test_nsqadmin_pages -*-
+"""
+nsqadmin's HTML pages, rendered on the server from the same data the JSON
+API answers with, so that they read without JavaScript.  The little
+script (``static/nsqadmin.js``) refreshes ``#content`` in place, asks for
+confirmation and sends the actions; charts are inline SVG drawn here from
+the sampled :class:`~txnsq.nsqadmin.history.History`.
+
+Every value goes through :func:`~txnsq.nsqadmin.markup.el`, which escapes it.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any, Dict, List, Optional, Sequence
+from urllib.parse import quote
+
+from txnsq import __version__
+from txnsq.nsqadmin.clusterinfo import NodeError
+from txnsq.nsqadmin.markup import Safe, el, join
+
+__all__ = [
+    "Page",
+    "channel_page",
+    "error_page",
+    "layout",
+    "lookup_page",
+    "node_page",
+    "nodes_page",
+    "sparkline",
+    "topic_page",
+    "topics_page",
+]
+
+#: Live refresh period of the pages, in milliseconds.
+REFRESH_MS = 2000
+
+
+class Page:
+    """What every page needs besides its data: who looks, and the charts' history."""
+
+    def __init__(self, admin: bool, history: Any, now: float, lookupd_mode: bool) -> None:
+        self.admin = admin
+        self.history = history
+        self.now = now
+        self.lookupd_mode = lookupd_mode
+
+
+def _path(*parts: str) -> str:
+    return "/" + "/".join(quote(p, safe="") for p in parts)
+
+
+def _num(value: Any) -> str:
+    if isinstance(value, float):
+        return "%.2f" % (value,)
+    if isinstance(value, int):
+        return "{:,}".format(value)
+    return str(value)
+
+
+def _rate(value: Optional[float]) -> str:
+    return "–" if value is None else "%.1f/s" % (value,)
+
+
+def layout(title: str, body: Any, crumbs: Sequence[Any] = (), refresh: bool = True) -> str:
+    """A whole page: navigation, ``#content`` and the script."""
+    nav = el(
+        "nav",
+        {"class_": "top"},
+        el("a", {"href": "/", "class_": "brand"}, "nsqadmin"),
+        el("a", {"href": "/topics"}, "Topics"),
+        el("a", {"href": "/nodes"}, "Nodes"),
+        el("a", {"href": "/counter"}, "Counter"),
+        el("a", {"href": "/lookup"}, "Lookup"),
+    )
+    trail = el("div", {"class_": "crumbs"}, [join(c, " / ") for c in crumbs]) if crumbs else None
+    page = "<!DOCTYPE html>\n" + el(
+        "html",
+        {"lang": "en"},
+        el(
+            "head",
+            None,
+            el("meta", {"charset": "utf-8"}),
+            el("meta", {"name": "viewport", "content": "width=device-width, initial-scale=1"}),
+            el("title", None, title + " · nsqadmin"),
+            el("link", {"rel": "stylesheet", "href": "/static/nsqadmin.css"}),
+            el("script", {"src": "/static/nsqadmin.js", "defer": True}),
+        ),
+        el(
+            "body",
+            {"data_refresh": REFRESH_MS if refresh else None},
+            nav,
+            el(
+                "main",
+                {"id": "content"},
+                trail,
+                body,
+            ),
+            el("div", {"id": "flash", "role": "status"}),
+            el("footer", None, "txnsq nsqadmin ", __version__),
+        ),
+    )
+    return page
+
+
+def warnings(errors: Sequence[NodeError]) -> Optional[Safe]:
+    """A box listing each node that failed and why."""
+    if not errors:
+        return None
+    return el(
+        "div",
+        {"class_": "warning"},
+        el("strong", None, "Some nodes did not answer:"),
+        el("ul", None, [el("li", None, el("code", None, e.node), " ", e.text) for e in errors]),
+    )
+
+
+def sparkline(values: Sequence[float], label: str, width: int = 120, height: int = 28) -> Safe:
+    """A small SVG line of ``values`` (oldest first), titled ``label``."""
+    if len(values) < 2:
+        return el("span", {"class_": "chart-empty", "title": label}, "·")
+    top = max(values) or 1.0
+    step = width / (len(values) - 1)
+    points = " ".join(
+        "%.1f,%.1f" % (i * step, height - 2 - (v / top) * (height - 4)) for i, v in enumerate(values)
+    )
+    return el(
+        "svg",
+        {
+            "class_": "chart",
+            "width": width,
+            "height": height,
+            "viewBox": "0 0 %d %d" % (width, height),
+            "role": "img",
+            "aria-label": label,
+        },
+        el("title", None, "%s (max %s)" % (label, _num(max(values)))),
+        el("polyline", {"points": points, "fill": "none"}),
+    )
+
+
+def charts(history: Any, key: str) -> Safe:
+    """Depth and message rate of ``key`` over the sampled minutes."""
+    samples = history.samples(key)
+    depths = [float(s.depth) for s in samples]
+    rates = history.rates(key)
+    return el(
+        "div",
+        {"class_": "charts"},
+        el("figure", None, sparkline(depths, "depth", 320, 60), el("figcaption", None, "depth")),
+        el(
+            "figure",
+            None,
+            sparkline(rates, "messages/s", 320, 60),
+            el("figcaption", None, "message rate, ", _rate(history.rate(key))),
+        ),
+    )
+
+
+def button(label: str, method: str, url: str, body: Optional[Dict[str, Any]], confirm: str) -> Safe:
+    """An action button; the script confirms, sends it and refreshes."""
+    return el(
+        "button",
+        {
+            "type": "button",
+            "class_": "action",
+            "data_method": method,
+            "data_url": url,
+            "data_body": json.dumps(body) if body is not None else None,
+            "data_confirm": confirm,
+        },
+        label,
+    )
+
+
+def _table(headers: Sequence[str], rows: List[Any], cls: str = "") -> Safe:
+    return el(
+        "table",
+        {"class_": cls or None},
+        el("thead", None, el("tr", None, [el("th", None, h) for h in headers])),
+        el("tbody", None, rows),
+    )
+
+
+def _channel_sums(topic: Dict[str, Any]) -> Dict[str, int]:
+    sums = {k: 0 for k in ("in_flight_count", "deferred_count", "requeue_count", "timeout_count", "client_count")}
+    for channel in topic.get("channels", ()):
+        for name in sums:
+            sums[name] += channel.get(name, 0)
+    return sums
+
+
+def topics_page(page: Page, names: Sequence[str], totals: Dict[str, Dict[str, Any]], errors: Sequence[NodeError]) -> str:
+    """Every topic with its depth, rate, in-flight, deferred, requeue, timeout and client counts."""
+    rows = []
+    for name in names:
+        total = totals.get(name)
+        link = el("a", {"href": _path("topics", name)}, name)
+        if total is None:
+            rows.append(el("tr", {"data_topic": name}, el("td", None, link), el("td", {"colspan": 9, "class_": "muted"}, "no producers")))
+            continue
+        sums = _channel_sums(total)
+        rows.append(
+            el(
+                "tr",
+                {"data_topic": name},
+                el("td", None, link, el("span", {"class_": "badge"}, "paused") if total["paused"] else None),
+                el("td", {"class_": "num depth"}, _num(total["depth"])),
+                el("td", {"class_": "num rate"}, _rate(page.history.rate(name))),
+                el("td", {"class_": "num"}, _num(sums["in_flight_count"])),
+                el("td", {"class_": "num"}, _num(sums["deferred_count"])),
+                el("td", {"class_": "num"}, _num(sums["requeue_count"])),
+                el("td", {"class_": "num"}, _num(sums["timeout_count"])),
+                el("td", {"class_": "num"}, _num(total["message_count"])),
+                el("td", {"class_": "num"}, _num(sums["client_count"])),
+                el("td", None, sparkline([float(s.depth) for s in page.history.samples(name)], "depth of " + name)),
+            )
+        )
+    body = join(
+        el("h1", None, "Topics"),
+        warnings(errors),
+        _table(
+            ["Topic", "Depth", "Rate", "In-Flight", "Deferred", "Requeued", "Timed Out", "Messages", "Clients", "Depth (last minutes)"],
+            rows,
+            "topics",
+        )
+        if names
+        else el("p", {"class_": "muted"}, "No topics yet."),
+    )
+    return layout("Topics", body)
+
+
+def _node_cell(node: str) -> Safe:
+    return el("a", {"href": _path("nodes", node)}, node)
+
+
+def topic_page(page: Page, topic: str, total: Dict[str, Any], errors: Sequence[NodeError]) -> str:
+    """One topic: actions, charts, a row per nsqd, a row per channel."""
+    api = _path("api", "topics", topic)
+    actions = None
+    if page.admin:
+        paused = total["paused"]
+        actions = el(
+            "div",
+            {"class_": "actions"},
+            button("Unpause" if paused else "Pause", "POST", api, {"action": "unpause" if paused else "pause"},
+                   "%s topic %s?" % ("Unpause" if paused else "Pause", topic)),
+            button("Empty", "POST", api, {"action": "empty"}, "Empty topic %s (its queued messages are lost)?" % topic),
+            button("Delete", "DELETE", api, None, "Delete topic %s and all its channels?" % topic),
+        )
+    node_rows = []
+    for node in total["nodes"]:
+        tombstone = None
+        if page.admin and page.lookupd_mode:
+            tombstone = button("Tombstone", "DELETE", _path("api", "nodes", node["node"]), {"topic": topic},
+                               "Tombstone %s for topic %s?" % (node["node"], topic))
+        node_rows.append(
+            el(
+                "tr",
+                {"data_node": node["node"]},
+                el("td", None, _node_cell(node["node"]), " ", el("span", {"class_": "muted"}, node["hostname"])),
+                el("td", {"class_": "num depth"}, _num(node["depth"])),
+                el("td", {"class_": "num"}, _num(node["memory_depth"])),
+                el("td", {"class_": "num"}, _num(node["backend_depth"])),
+                el("td", {"class_": "num"}, _num(node["message_count"])),
+                el("td", None, "paused" if node["paused"] else ""),
+                el("td", None, tombstone),
+            )
+        )
+    for error in errors:
+        node_rows.append(el("tr", {"class_": "error", "data_node": error.node}, el("td", None, error.node), el("td", {"colspan": 6}, error.text)))
+    channel_rows = []
+    for channel in total["channels"]:
+        name = channel["channel_name"]
+        key = "%s/%s" % (topic, name)
+        channel_rows.append(
+            el(
+                "tr",
+                {"data_channel": name},
+                el("td", None, el("a", {"href": _path("topics", topic, name)}, name),
+                   el("span", {"class_": "badge"}, "paused") if channel["paused"] else None),
+                el("td", {"class_": "num depth"}, _num(channel["depth"])),
+                el("td", {"class_": "num rate"}, _rate(page.history.rate(key))),
+                el("td", {"class_": "num"}, _num(channel["in_flight_count"])),
+                el("td", {"class_": "num"}, _num(channel["deferred_count"])),
+                el("td", {"class_": "num"}, _num(channel["requeue_count"])),
+                el("td", {"class_": "num"}, _num(channel["timeout_count"])),
+                el("td", {"class_": "num"}, _num(channel["message_count"])),
+                el("td", {"class_": "num"}, _num(channel["client_count"])),
+            )
+        )
+    body = join(
+        el("h1", None, "Topic ", el("span", {"class_": "name"}, topic),
+           el("span", {"class_": "badge"}, "paused") if total["paused"] else None),
+        warnings(errors),
+        actions,
+        charts(page.history, topic),
+        el("h2", None, "Nodes"),
+        _table(["nsqd", "Depth", "Memory", "Backend", "Messages", "", ""], node_rows, "nodes"),
+        el("h2", None, "Channels"),
+        _table(["Channel", "Depth", "Rate", "In-Flight", "Deferred", "Requeued", "Timed Out", "Messages", "Clients"],
+               channel_rows, "channels")
+        if channel_rows
+        else el("p", {"class_": "muted"}, "No channels."),
+    )
+    return layout("Topic " + topic, body, [el("a", {"href": "/topics"}, "Topics"), topic])
+
+
+def _attributes(client: Dict[str, Any]) -> List[Safe]:
+    found = []
+    if client.get("tls"):
+        found.append(el("span", {"class_": "attr", "title": str(client.get("tls_version", ""))}, "TLS"))
+    if client.get("snappy"):
+        found.append(el("span", {"class_": "attr"}, "snappy"))
+    if client.get("deflate"):
+        found.append(el("span", {"class_": "attr"}, "deflate"))
+    if client.get("authed"):
+        found.append(el("span", {"class_": "attr", "title": str(client.get("auth_identity", ""))}, "AUTH"))
+    return found
+
+
+def _since(connect_ts: Any, now: float) -> str:
+    if not isinstance(connect_ts, (int, float)) or connect_ts <= 0:
+        return ""
+    seconds = max(0, int(now - connect_ts))
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(connect_ts))
+    return "%s UTC (%dm%02ds ago)" % (stamp, seconds // 60, seconds % 60)
+
+
+def channel_page(page: Page, topic: str, channel: str, total: Dict[str, Any], errors: Sequence[NodeError]) -> str:
+    """One channel: actions, charts, a row per nsqd and every client."""
+    api = _path("api", "topics", topic, channel)
+    actions = None
+    if page.admin:
+        paused = total["paused"]
+        actions = el(
+            "div",
+            {"class_": "actions"},
+            button("Unpause" if paused else "Pause", "POST", api, {"action": "unpause" if paused else "pause"},
+                   "%s channel %s?" % ("Unpause" if paused else "Pause", channel)),
+            button("Empty", "POST", api, {"action": "empty"}, "Empty channel %s (its queued messages are lost)?" % channel),
+            button("Delete", "DELETE", api, None, "Delete channel %s?" % channel),
+        )
+    node_rows = [
+        el(
+            "tr",
+            {"data_node": node["node"]},
+            el("td", None, _node_cell(node["node"])),
+            el("td", {"class_": "num depth"}, _num(node["depth"])),
+            el("td", {"class_": "num"}, _num(node["in_flight_count"])),
+            el("td", {"class_": "num"}, _num(node["deferred_count"])),
+            el("td", {"class_": "num"}, _num(node["requeue_count"])),
+            el("td", {"class_": "num"}, _num(node["timeout_count"])),
+            el("td", {"class_": "num"}, _num(node["message_count"])),
+            el("td", {"class_": "num"}, _num(node["client_count"])),
+            el("td", {"class_": "paused-state"}, "paused" if node["paused"] else ""),
+        )
+        for node in total["nodes"]
+    ]
+    for error in errors:
+        node_rows.append(el("tr", {"class_": "error", "data_node": error.node}, el("td", None, error.node), el("td", {"colspan": 8}, error.text)))
+    client_rows = [
+        el(
+            "tr",
+            {"class_": "client"},
+            el("td", {"class_": "client-id", "title": str(c.get("remote_address", ""))}, str(c.get("client_id", ""))),
+            el("td", {"class_": "hostname"}, str(c.get("hostname", ""))),
+            el("td", {"class_": "user-agent"}, "V%s " % (c.get("version", ""),), str(c.get("user_agent", ""))),
+            el("td", None, _attributes(c)),
+            el("td", None, _node_cell(str(c.get("node", "")))),
+            el("td", {"class_": "num"}, _num(c.get("ready_count", 0))),
+            el("td", {"class_": "num"}, _num(c.get("in_flight_count", 0))),
+            el("td", {"class_": "num"}, _num(c.get("finish_count", 0))),
+            el("td", {"class_": "num"}, _num(c.get("requeue_count", 0))),
+            el("td", {"class_": "num"}, _num(c.get("message_count", 0))),
+            el("td", None, _since(c.get("connect_ts"), page.now)),
+        )
+        for c in total["clients"]
+    ]
+    body = join(
+        el("h1", None, "Channel ", el("span", {"class_": "name"}, topic), " / ", el("span", {"class_": "name"}, channel),
+           el("span", {"class_": "badge", "id": "paused-badge"}, "paused") if total["paused"] else None),
+        warnings(errors),
+        actions,
+        charts(page.history, "%s/%s" % (topic, channel)),
+        el("h2", None, "Nodes"),
+        _table(["nsqd", "Depth", "In-Flight", "Deferred", "Requeued", "Timed Out", "Messages", "Clients", ""], node_rows, "nodes"),
+        el("h2", None, "Clients"),
+        _table(["Client ID", "Host", "Protocol / User Agent", "Attributes", "nsqd", "Ready", "In-Flight",
+                "Finished", "Requeued", "Messages", "Connected since"], client_rows, "clients")
+        if client_rows
+        else el("p", {"class_": "muted"}, "No clients connected."),
+    )
+    crumbs = [el("a", {"href": "/topics"}, "Topics"), el("a", {"href": _path("topics", topic)}, topic), channel]
+    return layout("Channel %s/%s" % (topic, channel), body, crumbs)
+
+
+def nodes_page(page: Page, producers: Sequence[Dict[str, Any]], errors: Sequence[NodeError]) -> str:
+    """Every nsqd the lookupds (or the flags) know."""
+    from txnsq.nsqadmin.clusterinfo import http_address
+
+    rows = [
+        el(
+            "tr",
+            {"data_node": http_address(p)},
+            el("td", None, p["hostname"]),
+            el("td", None, _node_cell(http_address(p))),
+            el("td", {"class_": "num"}, p["tcp_port"]),
+            el("td", None, p["version"], el("span", {"class_": "badge"}, "out of date") if p.get("out_of_date") else None),
+            el("td", None, el("ul", {"class_": "plain"}, [el("li", None, a) for a in p.get("remote_addresses", ())])),
+            el("td", None, [join(el("a", {"href": _path("topics", t["topic"]), "class_": "tombstoned" if t["tombstoned"] else None}, t["topic"]), " ") for t in p["topics"]]),
+        )
+        for p in producers
+    ]
+    body = join(
+        el("h1", None, "Nodes"),
+        warnings(errors),
+        _table(["Hostname", "HTTP address", "TCP port", "Version", "Lookupd connections", "Topics"], rows, "nodes")
+        if rows
+        else el("p", {"class_": "muted"}, "No nsqd known."),
+    )
+    return layout("Nodes", body)
+
+
+def node_page(page: Page, node: str, topics: Sequence[Dict[str, Any]], errors: Sequence[NodeError]) -> str:
+    """One nsqd: its topics and channels."""
+    rows = []
+    for topic in topics:
+        rows.append(
+            el("tr", {"class_": "topic-row"},
+               el("td", None, el("a", {"href": _path("topics", topic["topic_name"])}, topic["topic_name"])),
+               el("td", None, ""),
+               el("td", {"class_": "num"}, _num(topic["depth"])),
+               el("td", {"class_": "num"}, _num(topic["message_count"])),
+               el("td", {"class_": "num"}, ""))
+        )
+        for channel in topic["channels"]:
+            rows.append(
+                el("tr", None,
+                   el("td", None, ""),
+                   el("td", None, el("a", {"href": _path("topics", topic["topic_name"], channel["channel_name"])}, channel["channel_name"])),
+                   el("td", {"class_": "num"}, _num(channel["depth"])),
+                   el("td", {"class_": "num"}, _num(channel["message_count"])),
+                   el("td", {"class_": "num"}, _num(channel["client_count"])))
+            )
+    body = join(
+        el("h1", None, "Node ", el("span", {"class_": "name"}, node)),
+        warnings(errors),
+        _table(["Topic", "Channel", "Depth", "Messages", "Clients"], rows, "node") if rows else el("p", {"class_": "muted"}, "No topics."),
+    )
+    return layout("Node " + node, body, [el("a", {"href": "/nodes"}, "Nodes"), node])
+
+
+def counter_page(page: Page, total: int, errors: Sequence[NodeError]) -> str:
+    """The number of messages every channel has been sent, summed."""
+    body = join(
+        el("h1", None, "Messages processed"),
+        warnings(errors),
+        el("p", {"class_": "counter", "id": "counter"}, _num(total)),
+    )
+    return layout("Counter", body)
+
+
+def lookup_page(page: Page, topics: Dict[str, List[str]], errors: Sequence[NodeError]) -> str:
+    """The topics and channels the lookupds know; forms to create them."""
+    if not page.lookupd_mode:
+        body = join(el("h1", None, "Lookup"), el("p", {"class_": "muted"}, "nsqadmin was started with --nsqd-http-address: there is no nsqlookupd to show."))
+        return layout("Lookup", body)
+    items = [
+        el("li", None, el("a", {"href": _path("topics", name)}, name),
+           el("ul", None, [el("li", None, el("a", {"href": _path("topics", name, c)}, c)) for c in channels]) if channels else None)
+        for name, channels in sorted(topics.items())
+    ]
+    form = None
+    if page.admin:
+        form = el(
+            "form",
+            {"class_": "create", "data_url": "/api/topics", "method": "post", "action": "/api/topics"},
+            el("h2", None, "Create topic / channel"),
+            el("label", None, "Topic ", el("input", {"name": "topic", "required": True, "pattern": "[.a-zA-Z0-9_-]+(#ephemeral)?", "maxlength": 64})),
+            el("label", None, "Channel (optional) ", el("input", {"name": "channel", "pattern": "[.a-zA-Z0-9_-]+(#ephemeral)?", "maxlength": 64})),
+            el("button", {"type": "submit"}, "Create"),
+            el("p", {"class_": "muted"}, "A topic created here is known to nsqlookupd only, until an nsqd has it."),
+        )
+    body = join(
+        el("h1", None, "Lookup"),
+        warnings(errors),
+        el("ul", {"class_": "lookup"}, items) if items else el("p", {"class_": "muted"}, "nsqlookupd knows no topic."),
+        form,
+    )
+    return layout("Lookup", body, refresh=False)
+
+
+def error_page(code: int, title: str, detail: str = "") -> str:
+    """A page for a status other than 200 (404 for an unknown topic ...)."""
+    body = join(
+        el("h1", {"class_": "error-title"}, "%d " % (code,), title),
+        el("p", {"class_": "detail"}, detail) if detail else None,
+        el("p", None, el("a", {"href": "/topics"}, "Back to the topics")),
+    )
+    return layout("%d %s" % (code, title), body, refresh=False)
