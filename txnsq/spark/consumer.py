@@ -96,6 +96,8 @@ class StreamConsumer:
         self._stopping = threading.Event()
         self._toucher: Optional[threading.Thread] = None
         self._last_lookup = float("-inf")
+        #: How many TOUCH rounds the toucher has made.
+        self.touch_rounds = 0
 
     # -- connections -------------------------------------------------------
 
@@ -291,6 +293,7 @@ class StreamConsumer:
         while not self._stopping.wait(self.touch_interval()):
             try:
                 self.touch_all()
+                self.touch_rounds += 1
             except Exception:
                 _log.exception("nsq source: TOUCH round failed")
 

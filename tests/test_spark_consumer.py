@@ -1,0 +1,152 @@
+"""
+Tests for :mod:`txnsq.spark.consumer` against a real nsqd process.
+"""
+
+from __future__ import annotations
+
+from twisted.trial.unittest import SynchronousTestCase
+
+from tests_spark.nsqd import shared_nsqd, unique_topic, wait_until
+from txnsq.spark.blocking import BlockingConnection
+from txnsq.spark.consumer import StreamConsumer, drain
+from txnsq.spark.options import SourceOptions
+
+
+class _Base(SynchronousTestCase):
+    def setUp(self) -> None:
+        self.nsqd = shared_nsqd()
+        self.topic = unique_topic()
+
+    def options(self, streaming: bool = True, **extra: str) -> SourceOptions:
+        raw = {
+            "nsqd_tcp_addresses": self.nsqd.tcp_address,
+            "topic": self.topic,
+            "channel": "spark",
+            "spool_path": self.mktemp(),
+        }
+        raw.update(extra)
+        return SourceOptions.parse(raw, streaming)
+
+    def publish(self, bodies: list) -> None:
+        conn = BlockingConnection(self.nsqd.tcp_address)
+        try:
+            conn.mpublish(self.topic, bodies)
+        finally:
+            conn.close()
+
+    def create_channel(self) -> None:
+        self.nsqd.create_channel(self.topic, "spark")
+
+    def stats(self) -> dict:
+        return self.nsqd.channel_stats(self.topic, "spark")
+
+
+class StreamConsumerTests(_Base):
+    """StreamConsumer."""
+
+    def consumer(self, **extra: str) -> StreamConsumer:
+        consumer = StreamConsumer(self.options(**extra))
+        consumer.start()
+        self.addCleanup(consumer.stop)
+        return consumer
+
+    def test_batches_bounded(self) -> None:
+        """take() returns at most max_count messages, in order, and the rest on later calls."""
+        self.create_channel()
+        bodies = [b"%d" % i for i in range(25)]
+        self.publish(bodies)
+        consumer = self.consumer()
+        got = []
+        for _ in range(20):
+            batch = consumer.take(10, 1.0)
+            self.assertLessEqual(len(batch), 10)
+            got.extend(batch)
+            consumer.hold(len(got))
+            if len(got) >= 25:
+                break
+        self.assertEqual([m.body for m in got], bodies)
+        self.assertEqual(consumer.held(), 25)
+
+    def test_fin_only_on_commit(self) -> None:
+        """Messages stay in flight until commit(), which FINs the batches up to its number."""
+        self.create_channel()
+        self.publish([b"a", b"b", b"c"])
+        consumer = self.consumer()
+        first = wait_until(lambda: consumer.take(2, 0.2), 10, "a first batch")
+        consumer.hold(1)
+        second = wait_until(lambda: consumer.take(2, 0.2), 10, "a second batch")
+        consumer.hold(2)
+        self.assertEqual(len(first) + len(second), 3)
+        self.assertEqual(self.stats()["in_flight_count"], 3)
+        self.assertEqual(consumer.commit(1), len(first))
+        wait_until(lambda: self.stats()["in_flight_count"] == len(second), 10, "FIN of batch 1")
+        self.assertEqual(consumer.commit(5), len(second))
+        wait_until(lambda: self.stats()["in_flight_count"] == 0, 10, "FIN of batch 2")
+        self.assertEqual(self.stats()["requeue_count"], 0)
+
+    def test_touch_keeps_messages(self) -> None:
+        """Held messages are TOUCHed every half msg_timeout, so nsqd does not time them out."""
+        self.create_channel()
+        self.publish([b"slow"])
+        consumer = self.consumer(msg_timeout="1")
+        self.assertEqual(consumer.touch_interval(), 0.5)
+        wait_until(lambda: consumer.take(1, 0.2), 10, "the message")
+        consumer.hold(1)
+        rounds = consumer.touch_rounds
+        # Four rounds take two seconds: twice the message timeout.
+        wait_until(lambda: consumer.touch_rounds >= rounds + 4, 10, "four TOUCH rounds")
+        stats = self.stats()
+        self.assertEqual((stats["in_flight_count"], stats["timeout_count"]), (1, 0))
+
+    def test_stop_requeues(self) -> None:
+        """Messages not committed when the consumer stops are delivered again, to the next consumer."""
+        self.create_channel()
+        self.publish([b"x", b"y"])
+        consumer = self.consumer()
+        wait_until(lambda: consumer.take(2, 0.2), 10, "the messages")
+        consumer.hold(1)
+        consumer.stop()
+        again = self.consumer()
+        got = []
+        wait_until(lambda: got.extend(again.take(2, 0.2)) or len(got) == 2, 10, "the redelivery")
+        self.assertEqual(sorted((m.body, m.attempts) for m in got), [(b"x", 2), (b"y", 2)])
+
+    def test_unreachable(self) -> None:
+        """start() fails naming the nsqd when none can be subscribed to."""
+        consumer = StreamConsumer(self.options(nsqd_tcp_addresses="127.0.0.1:1", connect_timeout="1"))
+        error = self.assertRaises(Exception, consumer.start)
+        self.assertIn("127.0.0.1:1", str(error))
+        self.assertIn(self.topic, str(error))
+
+
+class DrainTests(_Base):
+    """drain."""
+
+    def test_drains_and_fins(self) -> None:
+        """All messages are read, and FINed once the generator is exhausted."""
+        self.create_channel()
+        bodies = [b"m%d" % i for i in range(300)]
+        self.publish(bodies)
+        options = self.options(streaming=False, drain_timeout="0.5")
+        got = list(drain(self.nsqd.tcp_address, options, 1000))
+        self.assertEqual(sorted(m.body for m in got), sorted(bodies))
+        stats = self.stats()
+        self.assertEqual((stats["depth"], stats["in_flight_count"], stats["requeue_count"]), (0, 0, 0))
+
+    def test_max_count(self) -> None:
+        """At most max_count messages are read; the rest stay queued."""
+        self.create_channel()
+        self.publish([b"m%d" % i for i in range(30)])
+        options = self.options(streaming=False, drain_timeout="0.5")
+        self.assertEqual(len(list(drain(self.nsqd.tcp_address, options, 10))), 10)
+        wait_until(lambda: self.stats()["depth"] == 20, 10, "20 left")
+
+    def test_abandoned(self) -> None:
+        """A drain closed before its end FINs nothing: nsqd delivers the messages again."""
+        self.create_channel()
+        self.publish([b"a", b"b"])
+        options = self.options(streaming=False, drain_timeout="0.5")
+        generator = drain(self.nsqd.tcp_address, options, 10)
+        next(generator)
+        generator.close()
+        wait_until(lambda: self.stats().get("depth") == 2, 10, "the requeue")
