@@ -51,7 +51,8 @@ class PageTests(SynchronousTestCase):
         code, html = self.page("/")
         self.assertEqual(code, 200)
         self.assertIn('<tr data-topic="orders">', html)
-        self.assertIn('<td class="num depth">12</td>', html)
+        # The fake nsqds' topics and channels each hold 5 and 7.
+        self.assertIn('<td class="num depth">24</td>', html)
         self.assertIn('<main id="content">', html)
 
     def test_rate_after_two_samples(self) -> None:

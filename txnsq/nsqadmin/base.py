@@ -163,10 +163,15 @@ class AdminBase(GoRouter):
             self.notifier.notify(action, topic, channel, node, request)
 
     def record(self, topics: List[Dict[str, Any]]) -> None:
-        """Sample every topic and channel total (see :mod:`~txnsq.nsqadmin.history`)."""
+        """
+        Sample every topic and channel total (see :mod:`~txnsq.nsqadmin.history`);
+        a topic's depth is its own plus its channels'.
+        """
+        from txnsq.nsqadmin.views import total_depth
+
         for topic in topics:
             name = topic["topic_name"]
-            self.history.record(name, topic["depth"], topic["message_count"])
+            self.history.record(name, total_depth(topic), topic["message_count"])
             for channel in topic["channels"]:
                 self.history.record(
                     "%s/%s" % (name, channel["channel_name"]),

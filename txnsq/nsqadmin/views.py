@@ -74,7 +74,14 @@ def layout(title: str, body: Any, crumbs: Sequence[Any] = (), refresh: bool = Tr
         el("a", {"href": "/counter"}, "Counter"),
         el("a", {"href": "/lookup"}, "Lookup"),
     )
-    trail = el("div", {"class_": "crumbs"}, [join(c, " / ") for c in crumbs]) if crumbs else None
+    trail = None
+    if crumbs:
+        pieces: List[Any] = []
+        for crumb in crumbs:
+            if pieces:
+                pieces.append(" / ")
+            pieces.append(crumb)
+        trail = el("div", {"class_": "crumbs"}, pieces)
     page = "<!DOCTYPE html>\n" + el(
         "html",
         {"lang": "en"},
@@ -119,7 +126,7 @@ def warnings(errors: Sequence[NodeError]) -> Optional[Safe]:
 def sparkline(values: Sequence[float], label: str, width: int = 120, height: int = 28) -> Safe:
     """A small SVG line of ``values`` (oldest first), titled ``label``."""
     if len(values) < 2:
-        return el("span", {"class_": "chart-empty", "title": label}, "·")
+        return el("span", {"class_": "chart-empty", "title": label}, "collecting samples…")
     top = max(values) or 1.0
     step = width / (len(values) - 1)
     points = " ".join(
@@ -148,7 +155,7 @@ def charts(history: Any, key: str) -> Safe:
     return el(
         "div",
         {"class_": "charts"},
-        el("figure", None, sparkline(depths, "depth", 320, 60), el("figcaption", None, "depth")),
+        el("figure", None, sparkline(depths, "depth", 320, 60), el("figcaption", None, "depth (last minutes)")),
         el(
             "figure",
             None,
@@ -183,6 +190,11 @@ def _table(headers: Sequence[str], rows: List[Any], cls: str = "") -> Safe:
     )
 
 
+def total_depth(topic: Dict[str, Any]) -> int:
+    """A topic's own depth plus its channels' (what waits to be delivered)."""
+    return int(topic["depth"]) + sum(int(c["depth"]) for c in topic.get("channels", ()))
+
+
 def _channel_sums(topic: Dict[str, Any]) -> Dict[str, int]:
     sums = {k: 0 for k in ("in_flight_count", "deferred_count", "requeue_count", "timeout_count", "client_count")}
     for channel in topic.get("channels", ()):
@@ -206,7 +218,7 @@ def topics_page(page: Page, names: Sequence[str], totals: Dict[str, Dict[str, An
                 "tr",
                 {"data_topic": name},
                 el("td", None, link, el("span", {"class_": "badge"}, "paused") if total["paused"] else None),
-                el("td", {"class_": "num depth"}, _num(total["depth"])),
+                el("td", {"class_": "num depth"}, _num(total_depth(total))),
                 el("td", {"class_": "num rate"}, _rate(page.history.rate(name))),
                 el("td", {"class_": "num"}, _num(sums["in_flight_count"])),
                 el("td", {"class_": "num"}, _num(sums["deferred_count"])),
@@ -221,7 +233,7 @@ def topics_page(page: Page, names: Sequence[str], totals: Dict[str, Dict[str, An
         el("h1", None, "Topics"),
         warnings(errors),
         _table(
-            ["Topic", "Depth", "Rate", "In-Flight", "Deferred", "Requeued", "Timed Out", "Messages", "Clients", "Depth (last minutes)"],
+            ["Topic", "Total depth", "Rate", "In-Flight", "Deferred", "Requeued", "Timed Out", "Messages", "Clients", "Depth (last minutes)"],
             rows,
             "topics",
         )
@@ -366,7 +378,7 @@ def channel_page(page: Page, topic: str, channel: str, total: Dict[str, Any], er
             {"class_": "client"},
             el("td", {"class_": "client-id", "title": str(c.get("remote_address", ""))}, str(c.get("client_id", ""))),
             el("td", {"class_": "hostname"}, str(c.get("hostname", ""))),
-            el("td", {"class_": "user-agent"}, "V%s " % (c.get("version", ""),), str(c.get("user_agent", ""))),
+            el("td", {"class_": "user-agent"}, "%s " % (c.get("version", ""),), str(c.get("user_agent", ""))),
             el("td", None, _attributes(c)),
             el("td", None, _node_cell(str(c.get("node", "")))),
             el("td", {"class_": "num"}, _num(c.get("ready_count", 0))),

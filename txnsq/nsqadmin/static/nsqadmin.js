@@ -7,6 +7,7 @@
   var flash = document.getElementById("flash");
   var period = parseInt(document.body.getAttribute("data-refresh") || "0", 10);
   var busy = false;
+  var refreshed = 0;
 
   function say(text, bad) {
     if (!flash) { return; }
@@ -22,7 +23,11 @@
       .then(function (text) {
         var doc = new DOMParser().parseFromString(text, "text/html");
         var fresh = doc.getElementById("content");
-        if (fresh && content) { content.innerHTML = fresh.innerHTML; }
+        if (fresh && content) {
+          content.innerHTML = fresh.innerHTML;
+          refreshed += 1;
+          document.body.setAttribute("data-refreshed", String(refreshed));
+        }
       })
       .catch(function () { say("refresh failed: nsqadmin did not answer", true); })
       .then(function () { busy = false; });
