@@ -9,23 +9,31 @@ nsqadmin: the cluster web UI and its JSON API, on Klein.
   ``TopicStats`` and ``ChannelStats`` shapes
 - :mod:`txnsq.nsqadmin.history`: depth and message counts sampled over the
   last minutes, for rates and charts
-- :mod:`txnsq.nsqadmin.acl`: who may act (``--admin-user``, ``--acl-http-header``)
+- :mod:`txnsq.nsqadmin.actions`: who may act (``--admin-user``,
+  ``--acl-http-header``) and the admin actions over the cluster
 - :mod:`txnsq.nsqadmin.notify`: admin action notifications
-- :mod:`txnsq.nsqadmin.markup` and :mod:`txnsq.nsqadmin.views`: the HTML pages
-- :mod:`txnsq.nsqadmin.app`: the Klein app: ``/api/*`` as Go's, pages, assets
+- :mod:`txnsq.nsqadmin.base`: the route table and asynchronous dispatch
+  the API and the pages share
+- :mod:`txnsq.nsqadmin.api`: ``/api/*`` as Go nsqadmin's
+- :mod:`txnsq.nsqadmin.markup`, :mod:`txnsq.nsqadmin.views` and
+  :mod:`txnsq.nsqadmin.pages`: the HTML pages and their routes
+- :mod:`txnsq.nsqadmin.app`: the Klein app joining the API and the pages
 - :mod:`txnsq.nsqadmin.service`: ``NSQAdminService`` and the ``nsqadmin`` script
 - :mod:`txnsq.nsqadmin.tap`: ``twistd nsqadmin``
 """
 
 __all__ = [
-    "acl",
+    "actions",
+    "api",
     "app",
+    "base",
     "clusterinfo",
     "history",
     "http_client",
     "markup",
     "notify",
     "options",
+    "pages",
     "service",
     "stats",
     "tap",

@@ -35,7 +35,17 @@ ASSETS = {
 }
 
 
-_ASSET_CACHE: Dict[str, bytes] = {}
+def _load_assets() -> Dict[str, bytes]:
+    # Read once, when the module loads: a few kilobytes shipped with the
+    # package, never read again while serving.
+    loaded = {}
+    for name in ASSETS:
+        with open(os.path.join(_STATIC, name), "rb") as f:
+            loaded[name] = f.read()
+    return loaded
+
+
+_ASSET_CACHE: Dict[str, bytes] = _load_assets()
 
 
 class PageHandlers(AdminBase):
@@ -197,11 +207,7 @@ class PageHandlers(AdminBase):
         kind = ASSETS.get(asset)
         if kind is None:
             return self._respond_text(request, 404, "NOT_FOUND")
-        data = _ASSET_CACHE.get(asset)
-        if data is None:
-            # Read once: a few kilobytes, shipped with the package.
-            with open(os.path.join(_STATIC, asset), "rb") as f:
-                data = _ASSET_CACHE[asset] = f.read()
+        data = _ASSET_CACHE[asset]
         request.setHeader(b"Cache-Control", b"max-age=300")
         return self._reply(request, 200, data, kind)
 
