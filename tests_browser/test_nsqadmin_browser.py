@@ -13,6 +13,7 @@ channel pages go to ``_trial_temp/screenshots/``.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 from typing import Any, Callable, Dict, Optional
@@ -51,9 +52,7 @@ class BrowserTestCase(TestCase):
     """Starts a cluster per test; runs a browser scenario in a thread."""
 
     def setUp(self) -> Any:
-        try:
-            import playwright.sync_api  # noqa: F401
-        except ImportError:
+        if importlib.util.find_spec("playwright") is None:
             raise SkipTest("Playwright's Python package is not installed (tox -e browser installs it)")
         if not os.path.exists(CHROMIUM):
             raise SkipTest("%s is missing (tox -e browser installs it)" % (CHROMIUM,))

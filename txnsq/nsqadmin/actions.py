@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any, List, Optional, Sequence
 from urllib.parse import quote
 
-from twisted.internet.defer import Deferred, gatherResults
+from twisted.internet.defer import Deferred, gatherResults, succeed
 from twisted.web.iweb import IRequest
 
 from txnsq.nsqadmin.clusterinfo import ClusterInfo, Gathered, NodeError, http_address
@@ -135,14 +135,8 @@ class ClusterActions:
             if port.isdigit():
                 producer = {"broadcast_address": host.strip("[]"), "http_port": int(port)}
             if producer is None or http_address(producer) != node:
-                return self._finish(errors, [NodeError(node, "invalid node %s" % (node,))])
+                return succeed(errors + [NodeError(node, "invalid node %s" % (node,))])
             deleted = self.cluster.post_producers([producer], "topic/delete", "topic=" + _q(topic))
             return deleted.addCallback(lambda more: errors + more)
 
         return tombstoned.addCallback(delete_on_node)
-
-    @staticmethod
-    def _finish(errors: List[NodeError], more: List[NodeError]) -> "Deferred[List[NodeError]]":
-        from twisted.internet.defer import succeed
-
-        return succeed(errors + more)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any, Dict, List
 
-from twisted.internet.defer import Deferred
+from twisted.internet.defer import Deferred, gatherResults
 from twisted.web.iweb import IRequest
 
 from txnsq.http.routes import go_route
@@ -80,8 +80,6 @@ class APIHandlers(AdminBase):
         return found.addCallback(answer)
 
     def _inactive(self, topics: Gathered) -> "Deferred[Any]":
-        from twisted.internet.defer import gatherResults
-
         def one(name: str) -> "Deferred[Any]":
             producers = self.cluster.lookupd_topic_producers(name, self.lookupds)
 

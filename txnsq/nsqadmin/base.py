@@ -25,6 +25,7 @@ from txnsq.nsqadmin.clusterinfo import ClusterInfo, ClusterUnavailable, Gathered
 from txnsq.nsqadmin.history import History
 from txnsq.nsqadmin.notify import Notifier
 from txnsq.nsqadmin.options import NSQAdminOptions
+from txnsq.nsqadmin.views import error_page, total_depth
 from txnsq.protocol.http_params import APIError
 
 __all__ = ["ADMIN_APP", "ADMIN_ROUTES", "AdminBase", "PageError", "warning"]
@@ -94,8 +95,6 @@ class AdminBase(GoRouter):
     def _render(self, request: IRequest, route: Route, code: int, data: Any) -> bytes:
         if route.style == "html":
             if code != 200:
-                from txnsq.nsqadmin.views import error_page
-
                 detail = data.detail if isinstance(data, PageError) else ""
                 title = data.text if isinstance(data, APIError) else str(data)
                 data = error_page(code, title, detail)
@@ -167,8 +166,6 @@ class AdminBase(GoRouter):
         Sample every topic and channel total (see :mod:`~txnsq.nsqadmin.history`);
         a topic's depth is its own plus its channels'.
         """
-        from txnsq.nsqadmin.views import total_depth
-
         for topic in topics:
             name = topic["topic_name"]
             self.history.record(name, total_depth(topic), topic["message_count"])

@@ -15,7 +15,7 @@ import json
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 from urllib.parse import quote
 
-from twisted.internet.defer import Deferred, DeferredList, succeed
+from twisted.internet.defer import Deferred, DeferredList, fail, succeed
 
 from txnsq.addresses import join_host_port
 from txnsq.http_client import describe_failure, status_error_text
@@ -116,8 +116,6 @@ class ClusterInfo:
         try:
             requested = self._request(method, url, None)
         except Exception as error:  # a URL that cannot be sent (not ASCII)
-            from twisted.internet.defer import fail
-
             return fail(error)
         return requested.addCallback(parse)
 

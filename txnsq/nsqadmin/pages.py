@@ -14,12 +14,12 @@ from __future__ import annotations
 import os
 from typing import Any, Dict, List
 
-from twisted.internet.defer import Deferred, gatherResults
+from twisted.internet.defer import Deferred, FirstError, gatherResults, succeed
 from twisted.web.iweb import IRequest
 
 from txnsq.http.routes import go_route
 from txnsq.nsqadmin.base import ADMIN_APP, ADMIN_ROUTES, AdminBase, PageError
-from txnsq.nsqadmin.clusterinfo import Gathered, http_address
+from txnsq.nsqadmin.clusterinfo import ClusterUnavailable, Gathered, http_address
 from txnsq.nsqadmin.stats import channel_total, topic_total
 from txnsq.nsqadmin import views
 from txnsq.protocol.names import is_valid_channel_name, is_valid_topic_name
@@ -85,8 +85,6 @@ class PageHandlers(AdminBase):
 
     def _known_topic(self, topic: str, found: bool) -> "Deferred[bool]":
         """Whether the cluster knows ``topic`` (asked only when no nsqd has it)."""
-        from twisted.internet.defer import succeed
-
         if found:
             return succeed(True)
         return self.cluster.topics(self.lookupds, self.nsqds).addCallbacks(
@@ -131,8 +129,6 @@ class PageHandlers(AdminBase):
                 return views.channel_page(self._page(request), topic, channel, total, errors)
 
             if per_node or not self.lookupds:
-                from twisted.internet.defer import succeed
-
                 return succeed([]).addCallback(known)
             listed = self.cluster.lookupd_topic_channels(topic, self.lookupds)
             return listed.addCallbacks(lambda g: g.value, lambda f: []).addCallback(known)
@@ -160,8 +156,6 @@ class PageHandlers(AdminBase):
                 return views.node_page(self._page(request), node, result.value, producers.errors + result.errors)
 
             def down(failure: Any) -> str:
-                from txnsq.nsqadmin.clusterinfo import ClusterUnavailable
-
                 failure.trap(ClusterUnavailable)
                 return views.node_page(self._page(request), node, [], producers.errors + failure.value.errors)
 
@@ -183,8 +177,6 @@ class PageHandlers(AdminBase):
     @go_route(ADMIN_APP, "GET", "/lookup", style="html", routes=ADMIN_ROUTES)
     def lookup(self, request: IRequest) -> "Deferred[str]":
         """The topics and channels nsqlookupd knows."""
-        from twisted.internet.defer import succeed
-
         if not self.lookupds:
             return succeed(views.lookup_page(self._page(request), {}, []))
         listed = self.cluster.lookupd_topics(self.lookupds)
@@ -214,8 +206,6 @@ class PageHandlers(AdminBase):
 
 def _first_error(failure: Any) -> Any:
     """gatherResults wraps the failure; pass on the one that happened."""
-    from twisted.internet.defer import FirstError
-
     if failure.check(FirstError):
         return failure.value.subFailure
     return failure

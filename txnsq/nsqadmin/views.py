@@ -17,7 +17,7 @@ from typing import Any, Dict, List, Optional, Sequence
 from urllib.parse import quote
 
 from txnsq import __version__
-from txnsq.nsqadmin.clusterinfo import NodeError
+from txnsq.nsqadmin.clusterinfo import NodeError, http_address
 from txnsq.nsqadmin.markup import Safe, el, join
 
 __all__ = [
@@ -410,8 +410,6 @@ def channel_page(page: Page, topic: str, channel: str, total: Dict[str, Any], er
 
 def nodes_page(page: Page, producers: Sequence[Dict[str, Any]], errors: Sequence[NodeError]) -> str:
     """Every nsqd the lookupds (or the flags) know."""
-    from txnsq.nsqadmin.clusterinfo import http_address
-
     rows = [
         el(
             "tr",
