@@ -94,8 +94,8 @@ class SinkOptionsTests(SynchronousTestCase):
         self.assertIn("'nsqd_tcp_addresses' is required to publish", str(error))
 
     def test_sizes(self) -> None:
-        """max_body_size must leave room for a message of max_msg_size."""
-        error = self.assertRaises(
-            OptionError, SinkOptions.parse, {"nsqd_tcp_addresses": "a:1", "max_msg_size": "100", "max_body_size": "100"}
-        )
+        """A message can be no larger than an MPUB body of one message allows; a tiny max_body_size is refused."""
+        options = SinkOptions.parse({"nsqd_tcp_addresses": "a:1", "max_msg_size": "100", "max_body_size": "100"})
+        self.assertEqual((options.max_msg_size, options.max_body_size), (92, 100))
+        error = self.assertRaises(OptionError, SinkOptions.parse, {"nsqd_tcp_addresses": "a:1", "max_body_size": "8"})
         self.assertIn("'max_body_size'", str(error))

@@ -205,7 +205,8 @@ class SinkOptions:
     :ivar nsqd_tcp_addresses: the nsqds to publish to (task ``i`` uses
         address ``i`` modulo their number).
     :ivar topic: the topic for every row (``None``: each row's ``topic``).
-    :ivar max_msg_size: the largest body nsqd accepts (its ``--max-msg-size``).
+    :ivar max_msg_size: the largest body nsqd accepts (its ``--max-msg-size``;
+        no more than ``max_body_size - 8``).
     :ivar max_body_size: the largest MPUB body (its ``--max-body-size``).
     :ivar publish_timeout: seconds to wait for nsqd's answer to an MPUB.
     :ivar settings: connection settings (TLS, AUTH, ...).
@@ -232,8 +233,10 @@ class SinkOptions:
             raise OptionError("nsqd_tcp_addresses", "is required")
         max_msg_size = _int(options, "max_msg_size", DEFAULT_MAX_MSG_SIZE)
         max_body_size = _int(options, "max_body_size", DEFAULT_MAX_BODY_SIZE)
-        if max_body_size < max_msg_size + 8:
-            raise OptionError("max_body_size", "must exceed max_msg_size by 8 bytes or more (%d)" % (max_msg_size + 8,))
+        if max_body_size < 9:
+            raise OptionError("max_body_size", "must be at least 9 (an MPUB of one 1-byte message)")
+        # An MPUB body of one message is 8 bytes longer than the message.
+        max_msg_size = min(max_msg_size, max_body_size - 8)
         return cls(
             nsqd_tcp_addresses=nsqd,
             topic=_topic(options, False),

@@ -1,0 +1,259 @@
+"""
+Tests for :mod:`txnsq.spark.datasource` on a real local Spark session
+against a real nsqd process.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from typing import Any, Dict, List, Tuple
+
+from twisted.trial.unittest import SynchronousTestCase
+
+from tests_spark.nsqd import shared_nsqd, unique_topic, wait_until
+from tests_spark.spark import spark_session
+from txnsq.spark.blocking import BlockingConnection
+from txnsq.spark.consumer import drain
+from txnsq.spark.options import SourceOptions
+
+#: Bound on every wait for Spark (micro-batches take a second or two each).
+TIMEOUT = 180.0
+
+
+def _free_address() -> str:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return "127.0.0.1:%d" % (s.getsockname()[1],)
+
+
+class _SparkCase(SynchronousTestCase):
+    def setUp(self) -> None:
+        self.spark = spark_session()
+        self.nsqd = shared_nsqd()
+        self.topic = unique_topic("spark")
+
+    def publish(self, topic: str, bodies: List[bytes]) -> None:
+        conn = BlockingConnection(self.nsqd.tcp_address)
+        try:
+            for start in range(0, len(bodies), 500):
+                conn.mpublish(topic, bodies[start : start + 500])
+        finally:
+            conn.close()
+
+    def drained(self, topic: str, channel: str) -> Dict[str, bytes]:
+        """Every message now queued in ``channel``, by id (FINed)."""
+        options = SourceOptions.parse(
+            {"nsqd_tcp_addresses": self.nsqd.tcp_address, "topic": topic, "channel": channel, "drain_timeout": "0.5"},
+            False,
+        )
+        found: Dict[str, bytes] = {}
+        while True:
+            got = list(drain(self.nsqd.tcp_address, options, 2500))
+            found.update((m.id.decode(), m.body) for m in got)
+            if not got:
+                return found
+
+    def stream_options(self, **extra: str) -> Dict[str, str]:
+        options = {
+            "nsqd_tcp_addresses": self.nsqd.tcp_address,
+            "topic": self.topic,
+            "channel": "spark",
+            "spool_path": os.path.abspath(self.mktemp()),
+            "max_messages_per_batch": "100",
+            "batch_timeout": "0.3",
+        }
+        options.update(extra)
+        return options
+
+    def error_text(self, call: Any, *args: Any) -> str:
+        error = self.assertRaises(Exception, call, *args)
+        return str(error)
+
+
+class StreamingSourceTests(_SparkCase):
+    """readStream.format("nsq")."""
+
+    def test_consumes_exactly_published(self) -> None:
+        """A streaming query reads exactly the N messages published: same ids, same bodies, once each."""
+        count = 500
+        self.nsqd.create_channel(self.topic, "spark")
+        self.nsqd.create_channel(self.topic, "audit")
+        self.publish(self.topic, [b"msg-%05d" % i for i in range(count)])
+        name = "exact_" + self.topic
+        stream = self.spark.readStream.format("nsq").options(**self.stream_options()).load()
+        query = (
+            stream.writeStream.format("memory")
+            .queryName(name)
+            .option("checkpointLocation", os.path.abspath(self.mktemp()))
+            .start()
+        )
+        self.addCleanup(query.stop)
+        wait_until(
+            lambda: self.spark.sql("select count(*) from %s" % name).collect()[0][0] >= count,
+            TIMEOUT,
+            "%d rows" % (count,),
+            0.5,
+        )
+        rows = self.spark.sql("select id, body, attempts, topic, nsqd, timestamp from %s" % name).collect()
+        query.stop()
+        self.assertEqual(len(rows), count)
+        self.assertEqual({r.id: bytes(r.body) for r in rows}, self.drained(self.topic, "audit"))
+        self.assertEqual({(r.attempts, r.topic, r.nsqd) for r in rows}, {(1, self.topic, self.nsqd.tcp_address)})
+        self.assertTrue(all(r.timestamp is not None for r in rows))
+
+    def test_restart_loses_none(self) -> None:
+        """A query stopped mid-stream and restarted from its checkpoint loses no message (duplicates are counted)."""
+        count = 1000
+        self.nsqd.create_channel(self.topic, "spark")
+        bodies = [b"r-%05d" % i for i in range(count)]
+        self.publish(self.topic, bodies)
+        options = self.stream_options(max_messages_per_batch="50")
+        checkpoint = os.path.abspath(self.mktemp())
+        seen: List[Tuple[str, bytes, int]] = []
+
+        def collect(batch: Any, batch_id: int) -> None:
+            seen.extend((r.id, bytes(r.body), batch_id) for r in batch.collect())
+
+        def start() -> Any:
+            stream = self.spark.readStream.format("nsq").options(**options).load()
+            query = stream.writeStream.foreachBatch(collect).option("checkpointLocation", checkpoint).start()
+            self.addCleanup(query.stop)
+            return query
+
+        first = start()
+        wait_until(lambda: len(seen) >= 200, TIMEOUT, "200 rows before the stop", 0.2)
+        first.stop()
+        before = len(seen)
+        self.assertLess(before, count)
+        second = start()
+        wait_until(lambda: {b for _, b, _ in seen} >= set(bodies), TIMEOUT, "every message after the restart", 0.5)
+        second.stop()
+        self.assertEqual({b for _, b, _ in seen}, set(bodies))
+        duplicates = len(seen) - len({i for i, _, _ in seen})
+        # Duplicates are allowed (at least once); report them.
+        print("\nrestart: %d rows before the stop, %d rows in all, %d duplicates" % (before, len(seen), duplicates))
+        self.assertEqual(len({i for i, _, _ in seen}), count)
+
+    def test_bad_options(self) -> None:
+        """A stream without spool_path, or with no reachable nsqd, fails naming the problem."""
+        options = self.stream_options()
+        del options["spool_path"]
+        text = self.error_text(lambda: self.spark.readStream.format("nsq").options(**options).load().writeStream.format("memory").queryName("bad_" + self.topic).start().processAllAvailable())
+        self.assertIn("spool_path", text)
+        address = _free_address()
+        options = self.stream_options(nsqd_tcp_addresses=address, connect_timeout="1")
+        query = (
+            self.spark.readStream.format("nsq").options(**options).load()
+            .writeStream.format("memory").queryName("unreachable_" + self.topic)
+            .option("checkpointLocation", os.path.abspath(self.mktemp())).start()
+        )
+        self.addCleanup(query.stop)
+        text = self.error_text(query.awaitTermination, TIMEOUT)
+        self.assertIn(address, text)
+
+
+class BatchSourceTests(_SparkCase):
+    """read.format("nsq")."""
+
+    def test_drains_channel(self) -> None:
+        """A batch read returns every queued message and FINs them: the channel is then empty."""
+        count = 700
+        self.nsqd.create_channel(self.topic, "batch")
+        bodies = [b"b-%05d" % i for i in range(count)]
+        self.publish(self.topic, bodies)
+        df = (
+            self.spark.read.format("nsq")
+            .option("nsqd_tcp_addresses", self.nsqd.tcp_address)
+            .option("topic", self.topic)
+            .option("channel", "batch")
+            .option("drain_timeout", "1")
+            .load()
+        )
+        self.assertEqual(
+            [(f.name, f.dataType.typeName()) for f in df.schema.fields],
+            [("id", "string"), ("timestamp", "timestamp"), ("attempts", "integer"), ("topic", "string"), ("nsqd", "string"), ("body", "binary")],
+        )
+        rows = df.collect()
+        self.assertEqual(sorted(bytes(r.body) for r in rows), bodies)
+        stats = wait_until(
+            lambda: (lambda s: s if s["in_flight_count"] == 0 else None)(self.nsqd.channel_stats(self.topic, "batch")),
+            30,
+            "FINs",
+        )
+        self.assertEqual((stats["depth"], stats["requeue_count"]), (0, 0))
+
+    def test_max_messages(self) -> None:
+        """max_messages bounds a batch read; the rest stays in the channel."""
+        self.nsqd.create_channel(self.topic, "batch")
+        self.publish(self.topic, [b"m%d" % i for i in range(50)])
+        df = (
+            self.spark.read.format("nsq")
+            .options(nsqd_tcp_addresses=self.nsqd.tcp_address, topic=self.topic, channel="batch", max_messages="20", drain_timeout="1")
+            .load()
+        )
+        self.assertEqual(len(df.collect()), 20)
+        wait_until(lambda: self.nsqd.channel_stats(self.topic, "batch")["depth"] == 30, 30, "30 left")
+
+    def test_bad_options(self) -> None:
+        """Missing options and unreachable nsqds are reported by name."""
+        text = self.error_text(lambda: self.spark.read.format("nsq").option("topic", "t").option("channel", "c").load().collect())
+        self.assertIn("nsqd_tcp_addresses", text)
+        address = _free_address()
+        reader = self.spark.read.format("nsq").options(nsqd_tcp_addresses=address, topic="t", channel="c", connect_timeout="1")
+        self.assertIn(address, self.error_text(lambda: reader.load().collect()))
+
+
+class SinkTests(_SparkCase):
+    """write.format("nsq") and writeStream.format("nsq")."""
+
+    def test_batch_sink(self) -> None:
+        """A DataFrame of N rows is published; a consumer receives all N."""
+        count = 2000
+        self.nsqd.create_channel(self.topic, "check")
+        df = self.spark.range(count).selectExpr("concat('row-', cast(id as string)) as body").repartition(3)
+        df.write.format("nsq").option("nsqd_tcp_addresses", self.nsqd.tcp_address).option("topic", self.topic).option("max_body_size", "20000").mode("append").save()
+        received = self.drained(self.topic, "check")
+        self.assertEqual(sorted(received.values()), sorted(b"row-%d" % i for i in range(count)))
+
+    def test_topic_column(self) -> None:
+        """Without a topic option each row's topic column routes it."""
+        other = unique_topic("spark")
+        self.nsqd.create_channel(self.topic, "check")
+        self.nsqd.create_channel(other, "check")
+        df = self.spark.createDataFrame([(self.topic, b"a"), (other, b"b"), (self.topic, b"c")], "topic string, body binary")
+        df.write.format("nsq").option("nsqd_tcp_addresses", self.nsqd.tcp_address).mode("append").save()
+        self.assertEqual(sorted(self.drained(self.topic, "check").values()), [b"a", b"c"])
+        self.assertEqual(list(self.drained(other, "check").values()), [b"b"])
+
+    def test_bad_input(self) -> None:
+        """A body that is not binary or string, no body, or an oversized row is refused with a clear error."""
+        writer = lambda df: df.write.format("nsq").option("nsqd_tcp_addresses", self.nsqd.tcp_address).option("topic", self.topic).mode("append").save()  # noqa: E731
+        self.assertIn("'body' must be binary or string, not integer", self.error_text(writer, self.spark.range(3).selectExpr("cast(id as int) as body")))
+        self.assertIn("needs a 'body' column", self.error_text(writer, self.spark.range(3)))
+        big = self.spark.createDataFrame([("x" * 200,)], "body string")
+        text = self.error_text(lambda: big.write.format("nsq").options(nsqd_tcp_addresses=self.nsqd.tcp_address, topic=self.topic, max_msg_size="100").mode("append").save())
+        self.assertIn("row 0", text)
+        self.assertIn("max_msg_size 100", text)
+
+    def test_streaming_sink(self) -> None:
+        """A stream from one topic written to another delivers every message."""
+        count = 300
+        out = unique_topic("spark")
+        self.nsqd.create_channel(self.topic, "spark")
+        self.nsqd.create_channel(out, "check")
+        self.publish(self.topic, [b"s-%d" % i for i in range(count)])
+        stream = self.spark.readStream.format("nsq").options(**self.stream_options()).load()
+        query = (
+            stream.selectExpr("upper(cast(body as string)) as body")
+            .writeStream.format("nsq")
+            .option("nsqd_tcp_addresses", self.nsqd.tcp_address)
+            .option("topic", out)
+            .option("checkpointLocation", os.path.abspath(self.mktemp()))
+            .start()
+        )
+        self.addCleanup(query.stop)
+        received: Dict[str, bytes] = {}
+        wait_until(lambda: received.update(self.drained(out, "check")) or len(received) >= count, TIMEOUT, "the output", 0.5)
+        query.stop()
+        self.assertEqual(sorted(received.values()), sorted(b"S-%d" % i for i in range(count)))
