@@ -72,6 +72,20 @@ class V2Consumer:
             data += more
         return data
 
+    def read_message(self) -> bytes:
+        """The body of the next message (answering heartbeats), FINished."""
+        while True:
+            frame = self._frame()
+            kind = struct.unpack(">I", frame[:4])[0]
+            if kind == 2:
+                message_id = frame[14:30]
+                self.sock.sendall(b"FIN " + message_id + b"\n")
+                return frame[30:]
+            if frame[4:] == b"_heartbeat_":
+                self.sock.sendall(b"NOP\n")
+                continue
+            raise AssertionError("unexpected frame %r" % (frame,))
+
     def close(self) -> None:
         """Say CLS and close."""
         try:
@@ -84,13 +98,18 @@ class Cluster:
     """
     nsqlookupd, nsqd and nsqadmin processes.
 
+    :param notify_topic: when given, nsqadmin's admin notifications are
+        published to this topic on the nsqd.
     :ivar admin_url: nsqadmin's base URL.
     :ivar nsqd_url: nsqd's HTTP base URL.
     """
 
-    def __init__(self, data_path: str, admin_args: Sequence[str] = ()) -> None:
+    def __init__(
+        self, data_path: str, admin_args: Sequence[str] = (), notify_topic: str = ""
+    ) -> None:
         self.data_path = data_path
         self.admin_args = list(admin_args)
+        self.notify_topic = notify_topic
         self.processes: List[NSQDProcess] = []
         self.admin_url = self.nsqd_url = ""
         self.nsqd_tcp_port = 0
@@ -112,12 +131,20 @@ class Cluster:
         )
         self.processes.append(nsqd)
         yield nsqd.start()
+        notify = []
+        if self.notify_topic:
+            # Go's docs' suggestion: admin actions as a stream on nsqd.
+            notify = [
+                "--notification-http-endpoint=http://127.0.0.1:%d/pub?topic=%s"
+                % (nsqd.http_port, self.notify_topic)
+            ]
         admin = NSQAdminProcess(
             [
                 "--http-address=127.0.0.1:0",
                 "--lookupd-http-address=127.0.0.1:%d" % (lookupd.http_port,),
             ]
             + self.admin_args
+            + notify
         )
         self.processes.append(admin)
         yield admin.start()

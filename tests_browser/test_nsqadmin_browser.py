@@ -56,7 +56,9 @@ class BrowserTestCase(TestCase):
             raise SkipTest("Playwright's Python package is not installed (tox -e browser installs it)")
         if not os.path.exists(CHROMIUM):
             raise SkipTest("%s is missing (tox -e browser installs it)" % (CHROMIUM,))
-        self.cluster = Cluster(os.path.abspath(self.mktemp()), ["--admin-user=%s" % (ADMIN,)])
+        self.cluster = Cluster(
+            os.path.abspath(self.mktemp()), ["--admin-user=%s" % (ADMIN,)], notify_topic="admin_actions"
+        )
         os.makedirs(self.cluster.data_path)
         return self.cluster.start()
 
@@ -114,6 +116,16 @@ class TopicsPageTests(BrowserTestCase):
             page.click('tr[data-topic="orders"] a')
             page.wait_for_selector('tr[data-channel="billing"] td.depth')
             assert page.locator('tr[data-channel="billing"] td.depth').inner_text() == "3"
+            # Reading needs no JavaScript.
+            plain = context.browser.new_context(java_script_enabled=False, extra_http_headers={"X-Forwarded-User": ADMIN})
+            try:
+                still = plain.new_page()
+                still.goto(cluster.admin_url + "/topics/orders/billing")
+                assert still.locator('tr[data-node] td.depth').inner_text() == "3"
+                still.goto(cluster.admin_url + "/topics")
+                assert still.locator('tr[data-topic="orders"] td.depth').inner_text() == "3"
+            finally:
+                plain.close()
 
         return self.in_browser(scenario)
 
@@ -169,6 +181,19 @@ class ActionTests(BrowserTestCase):
                 page.screenshot(path=screenshot_path("channel.png"), full_page=True)
             finally:
                 consumer.close()
+            # The notification went to nsqd's admin_actions topic (sent after the reply).
+            page.goto(cluster.admin_url + "/topics")
+            page.wait_for_selector('tr[data-topic="admin_actions"]')
+            notes = V2Consumer(cluster.nsqd_tcp_port, "admin_actions", "check", {"client_id": "check", "feature_negotiation": True})
+            try:
+                note = json.loads(notes.read_message())
+            finally:
+                notes.close()
+            assert (note["action"], note["topic"], note["channel"], note["user"]) == (
+                "pause_channel", "work", "jobs", ADMIN
+            ), note
+            assert note["url"] == cluster.admin_url + "/api/topics/work/jobs", note
+            assert note["user_agent"].startswith("Mozilla/"), note
 
         return self.in_browser(scenario)
 
