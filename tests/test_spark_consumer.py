@@ -150,3 +150,31 @@ class DrainTests(_Base):
         next(generator)
         generator.close()
         wait_until(lambda: self.stats().get("depth") == 2, 10, "the requeue")
+
+
+class StreamConsumerRdyTests(_Base):
+    """StreamConsumer with a small --max-rdy-count."""
+
+    def setUp(self) -> None:
+        from tests_spark.nsqd import NSQDProcess
+
+        self.nsqd = NSQDProcess("--max-rdy-count=10")
+        self.addCleanup(self.nsqd.stop)
+        self.topic = unique_topic()
+
+    def test_two_batches_fit(self) -> None:
+        """A batch takes at most half of max_rdy_count, so the next batch fills while the previous is held."""
+        self.create_channel()
+        self.publish([b"%d" % i for i in range(12)])
+        consumer = StreamConsumer(self.options())
+        consumer.start()
+        self.addCleanup(consumer.stop)
+        first = wait_until(lambda: consumer.take(100, 0.3), 10, "a first batch")
+        consumer.hold(1)
+        self.assertLessEqual(len(first), 5)
+        second = wait_until(lambda: consumer.take(100, 0.3), 10, "a second batch while the first is held")
+        consumer.hold(2)
+        self.assertLessEqual(len(second), 5)
+        consumer.commit(1)
+        third = wait_until(lambda: consumer.take(100, 0.3), 10, "a third batch")
+        self.assertEqual(len({m.body for m in first + second + third}), len(first + second + third))

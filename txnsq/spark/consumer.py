@@ -212,13 +212,24 @@ class StreamConsumer:
         Up to ``max_count`` messages, waiting at most ``timeout`` seconds for
         them; they stay in flight (TOUCHed) until :meth:`hold` and
         :meth:`commit`, or are taken by the next call if not held.
+
+        A batch has at most half of each connection's ``max_rdy_count``
+        (1250 with nsqd's default) per live connection, because the previous
+        batch is still in flight while this one is cut.
         """
         if self._stopping.is_set():
             raise NSQConnectionFailed("nsq source is stopped")
         self._refresh()
         with self._cond:
-            live = sum(1 for link in self._links.values() if link.alive) or 1
-            share = max(1, -(-max_count // live))
+            live = [link for link in self._links.values() if link.alive]
+            share = max(1, -(-max_count // (len(live) or 1)))
+            if live:
+                # Spark commits a batch only once it has planned the next,
+                # so two batches are in flight at once: each may have half
+                # of what nsqd lets a connection hold, or the next batch
+                # could never fill and the previous never be committed.
+                share = max(1, min(share, min(link.max_rdy for link in live) // 2))
+                max_count = min(max_count, share * len(live))
             self._set_rdy(share)
             deadline = time.monotonic() + timeout
             while len(self._queue) < max_count:
