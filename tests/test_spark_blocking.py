@@ -149,6 +149,22 @@ class BlockingTLSTests(SynchronousTestCase):
 class LookupTests(SynchronousTestCase):
     """lookup_nsqd_addresses."""
 
+    def test_lookup(self) -> None:
+        """The nsqds a lookupd lists for a topic are found; an unknown topic has none."""
+        from tests_spark.nsqd import wait_until
+
+        lookupd = NSQDProcess(program="nsqlookupd")
+        self.addCleanup(lookupd.stop)
+        nsqd = NSQDProcess("--lookupd-tcp-address=" + lookupd.tcp_address, "--broadcast-address=127.0.0.1")
+        self.addCleanup(nsqd.stop)
+        conn = BlockingConnection(nsqd.tcp_address)
+        self.addCleanup(conn.close)
+        conn.publish("looked_up", b"x")
+        port = nsqd.tcp_address.rsplit(":", 1)[1]
+        found = wait_until(lambda: lookup_nsqd_addresses([lookupd.http_address], "looked_up"), 20, "registration")
+        self.assertEqual(found, ["127.0.0.1:" + port])
+        self.assertEqual(lookup_nsqd_addresses(["http://" + lookupd.http_address], "unknown"), [])
+
     def test_no_lookupd(self) -> None:
         """When no lookupd answers the error lists them."""
         address = _free_address()

@@ -178,3 +178,34 @@ class StreamConsumerRdyTests(_Base):
         consumer.commit(1)
         third = wait_until(lambda: consumer.take(100, 0.3), 10, "a third batch")
         self.assertEqual(len({m.body for m in first + second + third}), len(first + second + third))
+
+
+class LookupdDiscoveryTests(SynchronousTestCase):
+    """StreamConsumer with lookupd_http_addresses."""
+
+    def test_discovers_nsqd(self) -> None:
+        """The consumer subscribes to the nsqds the lookupd lists for the topic."""
+        from tests_spark.nsqd import NSQDProcess
+
+        lookupd = NSQDProcess(program="nsqlookupd")
+        self.addCleanup(lookupd.stop)
+        nsqd = NSQDProcess("--lookupd-tcp-address=" + lookupd.tcp_address, "--broadcast-address=127.0.0.1")
+        self.addCleanup(nsqd.stop)
+        topic = unique_topic()
+        nsqd.create_channel(topic, "spark")
+        conn = BlockingConnection(nsqd.tcp_address)
+        conn.mpublish(topic, [b"1", b"2"])
+        conn.close()
+        options = SourceOptions.parse(
+            {"lookupd_http_addresses": lookupd.http_address, "topic": topic, "channel": "spark", "spool_path": self.mktemp()},
+            True,
+        )
+        from txnsq.spark.consumer import nsqd_addresses
+
+        wait_until(lambda: nsqd_addresses(options), 20, "the registration")
+        consumer = StreamConsumer(options)
+        consumer.start()
+        self.addCleanup(consumer.stop)
+        got: list = []
+        wait_until(lambda: got.extend(consumer.take(10, 0.2)) or len(got) == 2, 20, "both messages")
+        self.assertEqual(sorted(m.body for m in got), [b"1", b"2"])

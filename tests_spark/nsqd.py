@@ -50,13 +50,16 @@ class NSQDProcess:
     :ivar http_address: ``127.0.0.1:PORT`` of its HTTP API.
     """
 
-    def __init__(self, *args: str) -> None:
-        self.data_path = tempfile.mkdtemp(prefix="nsqd-spark-")
-        command = daemon_command("nsqd") + [
-            "--tcp-address=127.0.0.1:0",
-            "--http-address=127.0.0.1:0",
-            "--data-path=" + self.data_path,
-        ] + list(args)
+    def __init__(self, *args: str, program: str = "nsqd") -> None:
+        """
+        :param args: more flags.
+        :param program: ``nsqd``, or ``nsqlookupd`` (same listening lines).
+        """
+        command = daemon_command(program) + ["--tcp-address=127.0.0.1:0", "--http-address=127.0.0.1:0"]
+        if program == "nsqd":
+            self.data_path = tempfile.mkdtemp(prefix="nsqd-spark-")
+            command.append("--data-path=" + self.data_path)
+        command += list(args)
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         self.process = subprocess.Popen(
             command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env
@@ -67,7 +70,7 @@ class NSQDProcess:
         threading.Thread(target=self._pump, daemon=True).start()
         if not self._ready.wait(START_TIMEOUT):
             self.stop()
-            raise AssertionError("nsqd did not start:\n" + "".join(self.output))
+            raise AssertionError(program + " did not start:\n" + "".join(self.output))
         self.tcp_address = self._ports["TCP"]
         self.http_address = self._ports["HTTP"]
 
