@@ -55,7 +55,9 @@ def client(client_id: str, user_agent: str = "txnsq/0.1.0", **extra: Any) -> Dic
     return doc
 
 
-def nsqd_stats(depth: int, messages: int, clients: Optional[List[Dict[str, Any]]] = None, paused: bool = False) -> Dict[str, Any]:
+def nsqd_stats(
+    depth: int, messages: int, clients: Optional[List[Dict[str, Any]]] = None, paused: bool = False
+) -> Dict[str, Any]:
     """An nsqd ``/stats`` with topic ``orders`` and its channel ``billing``."""
     return {
         "version": "1.3.0",
@@ -111,14 +113,16 @@ class FakeCluster:
         """One lookupd knowing two nsqds, both with ``orders``/``billing``."""
         self.answers.update(
             {
-                "http://%s/nodes" % LOOKUPD: {
+                "http://%s/nodes"
+                % LOOKUPD: {
                     "producers": [
                         producer(4151, 4150, "alpha", ["orders"]),
                         producer(5151, 5150, "beta", ["orders"]),
                     ]
                 },
                 "http://%s/topics" % LOOKUPD: {"topics": ["orders"]},
-                "http://%s/lookup?topic=orders" % LOOKUPD: {
+                "http://%s/lookup?topic=orders"
+                % LOOKUPD: {
                     "channels": ["billing"],
                     "producers": [
                         producer(4151, 4150, "alpha", ["orders"]),
@@ -130,8 +134,22 @@ class FakeCluster:
                 "http://%s/channels?topic=" % LOOKUPD: {"channels": []},
                 "http://%s/stats" % NSQD_A: nsqd_stats(5, 100, clients),
                 "http://%s/stats" % NSQD_B: nsqd_stats(7, 200),
-                "http://%s/info" % NSQD_A: {"version": "1.3.0", "broadcast_address": "127.0.0.1", "hostname": "alpha", "http_port": 4151, "tcp_port": 4150},
-                "http://%s/info" % NSQD_B: {"version": "1.3.0", "broadcast_address": "127.0.0.1", "hostname": "beta", "http_port": 5151, "tcp_port": 5150},
+                "http://%s/info"
+                % NSQD_A: {
+                    "version": "1.3.0",
+                    "broadcast_address": "127.0.0.1",
+                    "hostname": "alpha",
+                    "http_port": 4151,
+                    "tcp_port": 4150,
+                },
+                "http://%s/info"
+                % NSQD_B: {
+                    "version": "1.3.0",
+                    "broadcast_address": "127.0.0.1",
+                    "hostname": "beta",
+                    "http_port": 5151,
+                    "tcp_port": 5150,
+                },
             }
         )
         return self

@@ -32,8 +32,11 @@ class AdminHarness:
             self.options.nsqlookupd_http_addresses = [LOOKUPD]
         self.notifications = FakeCluster()
         notifier = Notifier(
-            self.notifications.request, self.options.notification_http_endpoint, self.clock,
-            self.options.acl_http_header, via="admin-host",
+            self.notifications.request,
+            self.options.notification_http_endpoint,
+            self.clock,
+            self.options.acl_http_header,
+            via="admin-host",
         )
         self.stub = StubTreq(
             admin_resource(self.options, ClusterInfo(fake.request), self.clock, notifier)
@@ -45,7 +48,9 @@ class AdminHarness:
         data = None
         if body is not None:
             data = body if isinstance(body, bytes) else json.dumps(body).encode("utf-8")
-        d = self.stub.request(method, "http://nsqadmin.local" + path, data=data, headers=headers or {})
+        d = self.stub.request(
+            method, "http://nsqadmin.local" + path, data=data, headers=headers or {}
+        )
         self.stub.flush()
         results: list = []
         d.addBoth(results.append)
@@ -55,7 +60,9 @@ class AdminHarness:
         self.stub.flush()
         raw = content[0]
         doc = {}
-        if response.headers.getRawHeaders(b"content-type", [b""])[0].startswith(b"application/json"):
+        if response.headers.getRawHeaders(b"content-type", [b""])[0].startswith(
+            b"application/json"
+        ):
             doc = json.loads(raw)
         return response.code, doc, raw
 
@@ -80,7 +87,10 @@ class APIReadTests(SynchronousTestCase):
     def test_inactive_topics(self) -> None:
         """?inactive=true maps topics without producers to their channels."""
         self.fake.answers["http://%s/topics" % LOOKUPD] = {"topics": ["orders", "idle"]}
-        self.fake.answers["http://%s/lookup?topic=idle" % LOOKUPD] = {"channels": ["x"], "producers": []}
+        self.fake.answers["http://%s/lookup?topic=idle" % LOOKUPD] = {
+            "channels": ["x"],
+            "producers": [],
+        }
         self.fake.answers["http://%s/channels?topic=idle" % LOOKUPD] = {"channels": ["x"]}
         code, doc, _ = self.admin.call("GET", "/api/topics?inactive=true")
         self.assertEqual((code, doc), (200, {"topics": {"idle": ["x"]}, "message": ""}))
@@ -97,7 +107,13 @@ class APIReadTests(SynchronousTestCase):
         self.assertEqual(doc["channels"][0]["channel_name"], "billing")
         self.assertEqual(doc["channels"][0]["depth"], 12)
         self.assertEqual(doc["message"], "")
-        for key in ("hostname", "memory_depth", "backend_depth", "paused", "e2e_processing_latency"):
+        for key in (
+            "hostname",
+            "memory_depth",
+            "backend_depth",
+            "paused",
+            "e2e_processing_latency",
+        ):
             self.assertIn(key, doc)
 
     def test_channel(self) -> None:
@@ -122,15 +138,28 @@ class APIReadTests(SynchronousTestCase):
         self.assertEqual(code, 200)
         self.assertEqual(
             sorted(doc["nodes"][0]),
-            sorted(["remote_addresses", "remote_address", "hostname", "broadcast_address",
-                    "tcp_port", "http_port", "version", "topics", "out_of_date"]),
+            sorted(
+                [
+                    "remote_addresses",
+                    "remote_address",
+                    "hostname",
+                    "broadcast_address",
+                    "tcp_port",
+                    "http_port",
+                    "version",
+                    "topics",
+                    "out_of_date",
+                ]
+            ),
         )
 
     def test_node(self) -> None:
         """/api/nodes/:node gives that node's topics and totals."""
         code, doc, _ = self.admin.call("GET", "/api/nodes/" + NSQD_A)
         self.assertEqual(code, 200)
-        self.assertEqual((doc["node"], doc["total_messages"], doc["total_clients"]), (NSQD_A, 100, 1))
+        self.assertEqual(
+            (doc["node"], doc["total_messages"], doc["total_clients"]), (NSQD_A, 100, 1)
+        )
 
     def test_node_not_found(self) -> None:
         """An unknown node is 404 NODE_NOT_FOUND."""
@@ -143,7 +172,12 @@ class APIReadTests(SynchronousTestCase):
         self.assertEqual(code, 200)
         self.assertEqual(
             doc["stats"]["orders:billing:" + NSQD_B],
-            {"node": NSQD_B, "topic_name": "orders", "channel_name": "billing", "message_count": 200},
+            {
+                "node": NSQD_B,
+                "topic_name": "orders",
+                "channel_name": "billing",
+                "message_count": 200,
+            },
         )
 
     def test_node_down_warns(self) -> None:
@@ -163,7 +197,9 @@ class APIReadTests(SynchronousTestCase):
     def test_unknown_route(self) -> None:
         """An unknown path is Go's 404 NOT_FOUND, a wrong method 405."""
         self.assertEqual(self.admin.call("GET", "/api/nope")[:2], (404, {"message": "NOT_FOUND"}))
-        self.assertEqual(self.admin.call("PUT", "/api/topics")[:2], (405, {"message": "METHOD_NOT_ALLOWED"}))
+        self.assertEqual(
+            self.admin.call("PUT", "/api/topics")[:2], (405, {"message": "METHOD_NOT_ALLOWED"})
+        )
 
 
 class APIActionTests(SynchronousTestCase):
@@ -178,7 +214,9 @@ class APIActionTests(SynchronousTestCase):
 
     def test_pause_channel(self) -> None:
         """Pausing a channel POSTs channel/pause to every nsqd of the topic."""
-        code, doc, _ = self.admin.call("POST", "/api/topics/orders/billing", {"action": "pause"}, self.alice)
+        code, doc, _ = self.admin.call(
+            "POST", "/api/topics/orders/billing", {"action": "pause"}, self.alice
+        )
         self.assertEqual((code, doc), (200, {"message": ""}))
         self.assertEqual(
             sorted(self.fake.posted()),
@@ -193,10 +231,22 @@ class APIActionTests(SynchronousTestCase):
         doc = json.loads(body or b"")
         self.assertEqual(
             list(doc),
-            ["action", "topic", "channel", "timestamp", "user", "remote_ip", "user_agent", "url", "via"],
+            [
+                "action",
+                "topic",
+                "channel",
+                "timestamp",
+                "user",
+                "remote_ip",
+                "user_agent",
+                "url",
+                "via",
+            ],
         )
         self.assertEqual(doc["action"], "unpause_channel")
-        self.assertEqual((doc["topic"], doc["channel"], doc["user"]), ("orders", "billing", "alice"))
+        self.assertEqual(
+            (doc["topic"], doc["channel"], doc["user"]), ("orders", "billing", "alice")
+        )
         self.assertEqual(doc["timestamp"], 1795600100)
         self.assertEqual(doc["user_agent"], "test-agent")
         self.assertEqual(doc["url"], "http://nsqadmin.local/api/topics/orders/billing")
@@ -205,7 +255,9 @@ class APIActionTests(SynchronousTestCase):
     def test_forbidden(self) -> None:
         """A user not in --admin-user gets 403 FORBIDDEN and nothing is sent."""
         for headers in ({}, {"X-Forwarded-User": "mallory"}):
-            code, doc, _ = self.admin.call("POST", "/api/topics/orders", {"action": "pause"}, headers)
+            code, doc, _ = self.admin.call(
+                "POST", "/api/topics/orders", {"action": "pause"}, headers
+            )
             self.assertEqual((code, doc), (403, {"message": "FORBIDDEN"}))
             code, _, _ = self.admin.call("DELETE", "/api/topics/orders", None, headers)
             self.assertEqual(code, 403)
@@ -214,14 +266,18 @@ class APIActionTests(SynchronousTestCase):
 
     def test_invalid_action(self) -> None:
         """An unknown action is 400 INVALID_ACTION; a body that is not JSON is 400."""
-        code, doc, _ = self.admin.call("POST", "/api/topics/orders", {"action": "explode"}, self.alice)
+        code, doc, _ = self.admin.call(
+            "POST", "/api/topics/orders", {"action": "explode"}, self.alice
+        )
         self.assertEqual((code, doc), (400, {"message": "INVALID_ACTION"}))
         code, _, _ = self.admin.call("POST", "/api/topics/orders", b"{not json", self.alice)
         self.assertEqual(code, 400)
 
     def test_create(self) -> None:
         """Creating a topic and channel tells the lookupd and the topic's nsqds."""
-        code, doc, _ = self.admin.call("POST", "/api/topics", {"topic": "orders", "channel": "audit"}, self.alice)
+        code, doc, _ = self.admin.call(
+            "POST", "/api/topics", {"topic": "orders", "channel": "audit"}, self.alice
+        )
         self.assertEqual((code, doc), (200, {"message": ""}))
         posted = self.fake.posted()
         self.assertIn("http://%s/topic/create?topic=orders" % LOOKUPD, posted)
@@ -234,7 +290,9 @@ class APIActionTests(SynchronousTestCase):
         """Bad names are 400 INVALID_TOPIC and INVALID_CHANNEL."""
         code, doc, _ = self.admin.call("POST", "/api/topics", {"topic": "<script>"}, self.alice)
         self.assertEqual((code, doc), (400, {"message": "INVALID_TOPIC"}))
-        code, doc, _ = self.admin.call("POST", "/api/topics", {"topic": "ok", "channel": "a b"}, self.alice)
+        code, doc, _ = self.admin.call(
+            "POST", "/api/topics", {"topic": "ok", "channel": "a b"}, self.alice
+        )
         self.assertEqual((code, doc), (400, {"message": "INVALID_CHANNEL"}))
 
     def test_delete_channel(self) -> None:
@@ -243,12 +301,17 @@ class APIActionTests(SynchronousTestCase):
         self.assertEqual(code, 200)
         self.assertEqual(
             sorted(self.fake.posted()),
-            sorted("http://%s/channel/delete?topic=orders&channel=billing" % a for a in (LOOKUPD, NSQD_A, NSQD_B)),
+            sorted(
+                "http://%s/channel/delete?topic=orders&channel=billing" % a
+                for a in (LOOKUPD, NSQD_A, NSQD_B)
+            ),
         )
 
     def test_tombstone(self) -> None:
         """Tombstoning a producer tells the lookupd, then deletes the topic on that nsqd."""
-        code, _, _ = self.admin.call("DELETE", "/api/nodes/" + NSQD_B, {"topic": "orders"}, self.alice)
+        code, _, _ = self.admin.call(
+            "DELETE", "/api/nodes/" + NSQD_B, {"topic": "orders"}, self.alice
+        )
         self.assertEqual(code, 200)
         self.assertEqual(
             self.fake.posted(),
@@ -268,6 +331,8 @@ class APIActionTests(SynchronousTestCase):
     def test_partial_failure_warns(self) -> None:
         """An nsqd refusing the action is a WARNING in the answer."""
         self.fake.answers["http://%s/channel/" % NSQD_B] = (500, b"INTERNAL_ERROR")
-        code, doc, _ = self.admin.call("POST", "/api/topics/orders/billing", {"action": "empty"}, self.alice)
+        code, doc, _ = self.admin.call(
+            "POST", "/api/topics/orders/billing", {"action": "empty"}, self.alice
+        )
         self.assertEqual(code, 200)
         self.assertIn("WARNING: POST http://%s/channel/empty" % NSQD_B, doc["message"])

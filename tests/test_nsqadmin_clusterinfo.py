@@ -71,7 +71,9 @@ class ClusterInfoTests(SynchronousTestCase):
 
     def test_lookupd_producers_merged(self) -> None:
         """A producer two lookupds list appears once, with both remote addresses."""
-        self.fake.answers["http://127.0.0.1:4261/nodes"] = self.fake.answers["http://%s/nodes" % LOOKUPD]
+        self.fake.answers["http://127.0.0.1:4261/nodes"] = self.fake.answers[
+            "http://%s/nodes" % LOOKUPD
+        ]
         found = result_of(self.cluster.lookupd_producers([LOOKUPD, "127.0.0.1:4261"]))
         self.assertEqual([p["hostname"] for p in found.value], ["alpha", "beta"])
         self.assertEqual(
@@ -142,14 +144,19 @@ class ClusterInfoTests(SynchronousTestCase):
     def test_stats_query(self) -> None:
         """Stats are asked for the topic and channel, without clients when not wanted."""
         producers = result_of(self.cluster.lookupd_producers([LOOKUPD])).value
-        result_of(self.cluster.nsqd_stats(producers[:1], "orders", "billing", include_clients=False))
+        result_of(
+            self.cluster.nsqd_stats(producers[:1], "orders", "billing", include_clients=False)
+        )
         self.assertEqual(
             self.fake.requests[-1][1],
-            "http://%s/stats?format=json&topic=orders&channel=billing&include_clients=false" % NSQD_A,
+            "http://%s/stats?format=json&topic=orders&channel=billing&include_clients=false"
+            % NSQD_A,
         )
 
     def test_post_failures(self) -> None:
         """A POST that fails is reported, not raised."""
         self.fake.answers["http://127.0.0.1:1/"] = ConnectionError("refused")
-        errors = result_of(self.cluster.post_lookupds([LOOKUPD, "127.0.0.1:1"], "topic/create", "topic=x"))
+        errors = result_of(
+            self.cluster.post_lookupds([LOOKUPD, "127.0.0.1:1"], "topic/create", "topic=x")
+        )
         self.assertEqual([e.node for e in errors], ["127.0.0.1:1"])

@@ -37,7 +37,9 @@ class AdminActionTests(SynchronousTestCase):
 
     def test_fields(self) -> None:
         """Empty channel, node and user are left out; the rest is in Go's order."""
-        doc = admin_action("pause_topic", "beer", "", "", _request(), 1357683731.9, "X-Forwarded-User", "here")
+        doc = admin_action(
+            "pause_topic", "beer", "", "", _request(), 1357683731.9, "X-Forwarded-User", "here"
+        )
         self.assertEqual(
             doc,
             {
@@ -56,7 +58,9 @@ class AdminActionTests(SynchronousTestCase):
         request = _request()
         request.requestHeaders.setRawHeaders(b"x-scheme", [b"https"])
         request.requestHeaders.setRawHeaders(b"x-forwarded-user", [b"df"])
-        doc = admin_action("tombstone_topic_producer", "beer", "", "n:1", request, 0, "X-Forwarded-User", "h")
+        doc = admin_action(
+            "tombstone_topic_producer", "beer", "", "n:1", request, 0, "X-Forwarded-User", "h"
+        )
         self.assertEqual(doc["url"], "https://nsqadmin.local/api/topics/beer")
         self.assertEqual((doc["user"], doc["node"]), ("df", "n:1"))
 
@@ -73,7 +77,9 @@ class NotifierTests(SynchronousTestCase):
     def test_posts_json(self) -> None:
         """The document is POSTed as JSON to the endpoint."""
         fake = FakeCluster()
-        notifier = Notifier(fake.request, "http://127.0.0.1:4151/pub?topic=admin_actions", Clock(), via="h")
+        notifier = Notifier(
+            fake.request, "http://127.0.0.1:4151/pub?topic=admin_actions", Clock(), via="h"
+        )
         notifier.notify("empty_channel", "t", "c", "", _request())
         [(method, url, body)] = fake.requests
         self.assertEqual((method, url), ("POST", "http://127.0.0.1:4151/pub?topic=admin_actions"))
@@ -84,7 +90,9 @@ class NotifierTests(SynchronousTestCase):
         events: List[Any] = []
         globalLogPublisher.addObserver(events.append)
         self.addCleanup(globalLogPublisher.removeObserver, events.append)
-        notifier = Notifier(lambda m, u, b: fail(ConnectionError("refused")), "http://127.0.0.1:1/", Clock())
+        notifier = Notifier(
+            lambda m, u, b: fail(ConnectionError("refused")), "http://127.0.0.1:1/", Clock()
+        )
         notifier.notify("delete_topic", "t", "", "", _request())
         errors = [e for e in events if e.get("log_level") == LogLevel.error]
         self.assertEqual(len(errors), 1)

@@ -29,8 +29,10 @@ class OptionsTests(SynchronousTestCase):
         options = parse_nsqadmin_args(
             [
                 "--lookupd-http-address=127.0.0.1:4161",
-                "-lookupd-http-address", "127.0.0.1:4261",
-                "--admin-user=alice", "--admin-user=bob",
+                "-lookupd-http-address",
+                "127.0.0.1:4261",
+                "--admin-user=alice",
+                "--admin-user=bob",
                 "--acl-http-header=X-User",
                 "--http-client-request-timeout=500ms",
                 "--notification-http-endpoint=http://127.0.0.1:4151/pub?topic=admin_actions",
@@ -46,14 +48,31 @@ class OptionsTests(SynchronousTestCase):
         """Every flag Go nsqadmin v1.3 documents is accepted."""
         names = {flag.name for flag in nsqadmin_flags()}
         for name in (
-            "acl-http-header", "admin-user", "allow-config-from-cidr", "base-path", "config",
-            "graphite-url", "http-address", "http-client-connect-timeout",
-            "http-client-request-timeout", "http-client-tls-cert",
-            "http-client-tls-insecure-skip-verify", "http-client-tls-key",
-            "http-client-tls-root-ca-file", "log-level", "log-prefix", "lookupd-http-address",
-            "notification-http-endpoint", "nsqd-http-address", "proxy-graphite",
-            "statsd-counter-format", "statsd-gauge-format", "statsd-interval", "statsd-prefix",
-            "verbose", "version",
+            "acl-http-header",
+            "admin-user",
+            "allow-config-from-cidr",
+            "base-path",
+            "config",
+            "graphite-url",
+            "http-address",
+            "http-client-connect-timeout",
+            "http-client-request-timeout",
+            "http-client-tls-cert",
+            "http-client-tls-insecure-skip-verify",
+            "http-client-tls-key",
+            "http-client-tls-root-ca-file",
+            "log-level",
+            "log-prefix",
+            "lookupd-http-address",
+            "notification-http-endpoint",
+            "nsqd-http-address",
+            "proxy-graphite",
+            "statsd-counter-format",
+            "statsd-gauge-format",
+            "statsd-interval",
+            "statsd-prefix",
+            "verbose",
+            "version",
         ):
             self.assertIn(name, names)
 
@@ -61,18 +80,26 @@ class OptionsTests(SynchronousTestCase):
         """Without nsqd or lookupd addresses the settings are refused with Go's text."""
         with self.assertRaises(ValueError) as caught:
             NSQAdminOptions().validate()
-        self.assertEqual(str(caught.exception), "--nsqd-http-address or --lookupd-http-address required")
+        self.assertEqual(
+            str(caught.exception), "--nsqd-http-address or --lookupd-http-address required"
+        )
 
     def test_not_both(self) -> None:
         """nsqd and lookupd addresses together are refused with Go's text."""
         options = NSQAdminOptions(nsqlookupd_http_addresses=["a:1"], nsqd_http_addresses=["b:2"])
         with self.assertRaises(ValueError) as caught:
             options.validate()
-        self.assertEqual(str(caught.exception), "use --nsqd-http-address or --lookupd-http-address not both")
+        self.assertEqual(
+            str(caught.exception), "use --nsqd-http-address or --lookupd-http-address not both"
+        )
 
     def test_unsupported_refused(self) -> None:
         """Flags not supported yet are refused by name rather than ignored."""
-        for settings in ({"base_path": "/admin"}, {"graphite_url": "http://g"}, {"http_client_tls_cert": "c"}):
+        for settings in (
+            {"base_path": "/admin"},
+            {"graphite_url": "http://g"},
+            {"http_client_tls_cert": "c"},
+        ):
             options = NSQAdminOptions(nsqd_http_addresses=["b:2"], **settings)  # type: ignore[arg-type]
             with self.assertRaises(ValueError) as caught:
                 options.validate()
@@ -110,7 +137,9 @@ class TapTests(SynchronousTestCase):
         from txnsq.nsqadmin.service import NSQAdminService
 
         options = tap.Options()
-        options.parseOptions(["--http-address=127.0.0.1:0", "--lookupd-http-address=127.0.0.1:4161"])
+        options.parseOptions(
+            ["--http-address=127.0.0.1:0", "--lookupd-http-address=127.0.0.1:4161"]
+        )
         made = tap.makeService(options)
         self.assertIsInstance(made, NSQAdminService)
         embedded = NSQAdminService(options.admin_options, MemoryReactorClock())

@@ -37,7 +37,9 @@ class PageTests(SynchronousTestCase):
     """Tests for the HTML pages."""
 
     def setUp(self) -> None:
-        self.evil_client = client(EVIL, user_agent='<img src=x onerror="alert(2)">', hostname="<b>h</b>", tls=True)
+        self.evil_client = client(
+            EVIL, user_agent='<img src=x onerror="alert(2)">', hostname="<b>h</b>", tls=True
+        )
         self.fake = FakeCluster().standard(clients=[self.evil_client])
         self.admin = AdminHarness(self.fake, admin_users=["alice"])
 
@@ -109,7 +111,9 @@ class PageTests(SynchronousTestCase):
 
     def test_lookupd_only_channel(self) -> None:
         """A channel only the lookupd knows (created there) has a page."""
-        self.fake.answers["http://%s/channels?topic=orders" % LOOKUPD] = {"channels": ["billing", "fresh"]}
+        self.fake.answers["http://%s/channels?topic=orders" % LOOKUPD] = {
+            "channels": ["billing", "fresh"]
+        }
         code, html = self.page("/topics/orders/fresh")
         self.assertEqual(code, 200)
         self.assertIn("No clients connected.", html)

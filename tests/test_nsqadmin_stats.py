@@ -35,7 +35,11 @@ class StatsTests(SynchronousTestCase):
 
     def test_garbage_counters(self) -> None:
         """Counters that are not integers count as 0."""
-        raw = {"topic_name": "t", "depth": "lots", "channels": [{"channel_name": "c", "depth": None}]}
+        raw = {
+            "topic_name": "t",
+            "depth": "lots",
+            "channels": [{"channel_name": "c", "depth": None}],
+        }
         doc = node_topic(raw, "a:1", "alpha", True)
         self.assertEqual((doc["depth"], doc["channels"][0]["depth"]), (0, 0))
 

@@ -33,7 +33,9 @@ class NSQAdminProcess(NSQDProcess):
         return "HTTP" in self.ports
 
 
-def http(method: str, url: str, body: Optional[bytes] = None, headers: Optional[Dict[str, str]] = None) -> Tuple[int, bytes]:
+def http(
+    method: str, url: str, body: Optional[bytes] = None, headers: Optional[Dict[str, str]] = None
+) -> Tuple[int, bytes]:
     """One blocking request (for the browser thread); ``(status, body)``."""
     request = urllib.request.Request(url, data=body, method=method, headers=headers or {})
     try:
@@ -170,12 +172,16 @@ class Cluster:
         """Create the topic and the channel on nsqd."""
         status, reply = http("POST", "%s/topic/create?topic=%s" % (self.nsqd_url, topic))
         assert status == 200, (status, reply)
-        status, reply = http("POST", "%s/channel/create?topic=%s&channel=%s" % (self.nsqd_url, topic, channel))
+        status, reply = http(
+            "POST", "%s/channel/create?topic=%s&channel=%s" % (self.nsqd_url, topic, channel)
+        )
         assert status == 200, (status, reply)
 
     def channel_stats(self, topic: str, channel: str) -> Dict[str, Any]:
         """nsqd's ``/stats`` for one channel."""
-        status, reply = http("GET", "%s/stats?format=json&topic=%s&channel=%s" % (self.nsqd_url, topic, channel))
+        status, reply = http(
+            "GET", "%s/stats?format=json&topic=%s&channel=%s" % (self.nsqd_url, topic, channel)
+        )
         assert status == 200, (status, reply)
         for found in json.loads(reply)["topics"]:
             for stats in found["channels"]:

@@ -53,11 +53,15 @@ class BrowserTestCase(TestCase):
 
     def setUp(self) -> Any:
         if importlib.util.find_spec("playwright") is None:
-            raise SkipTest("Playwright's Python package is not installed (tox -e browser installs it)")
+            raise SkipTest(
+                "Playwright's Python package is not installed (tox -e browser installs it)"
+            )
         if not os.path.exists(CHROMIUM):
             raise SkipTest("%s is missing (tox -e browser installs it)" % (CHROMIUM,))
         self.cluster = Cluster(
-            os.path.abspath(self.mktemp()), ["--admin-user=%s" % (ADMIN,)], notify_topic="admin_actions"
+            os.path.abspath(self.mktemp()),
+            ["--admin-user=%s" % (ADMIN,)],
+            notify_topic="admin_actions",
         )
         os.makedirs(self.cluster.data_path)
         return self.cluster.start()
@@ -117,11 +121,13 @@ class TopicsPageTests(BrowserTestCase):
             page.wait_for_selector('tr[data-channel="billing"] td.depth')
             assert page.locator('tr[data-channel="billing"] td.depth').inner_text() == "3"
             # Reading needs no JavaScript.
-            plain = context.browser.new_context(java_script_enabled=False, extra_http_headers={"X-Forwarded-User": ADMIN})
+            plain = context.browser.new_context(
+                java_script_enabled=False, extra_http_headers={"X-Forwarded-User": ADMIN}
+            )
             try:
                 still = plain.new_page()
                 still.goto(cluster.admin_url + "/topics/orders/billing")
-                assert still.locator('tr[data-node] td.depth').inner_text() == "3"
+                assert still.locator("tr[data-node] td.depth").inner_text() == "3"
                 still.goto(cluster.admin_url + "/topics")
                 assert still.locator('tr[data-topic="orders"] td.depth').inner_text() == "3"
             finally:
@@ -160,7 +166,17 @@ class ActionTests(BrowserTestCase):
         def scenario(context: Any) -> None:
             cluster.create_channel("work", "jobs")
             cluster.publish("work", 2)
-            consumer = V2Consumer(cluster.nsqd_tcp_port, "work", "jobs", {"client_id": "worker-1", "hostname": "worker-host", "user_agent": "browser-test/1.0", "feature_negotiation": True})
+            consumer = V2Consumer(
+                cluster.nsqd_tcp_port,
+                "work",
+                "jobs",
+                {
+                    "client_id": "worker-1",
+                    "hostname": "worker-host",
+                    "user_agent": "browser-test/1.0",
+                    "feature_negotiation": True,
+                },
+            )
             try:
                 page = context.new_page()
                 dialogs = []
@@ -184,13 +200,21 @@ class ActionTests(BrowserTestCase):
             # The notification went to nsqd's admin_actions topic (sent after the reply).
             page.goto(cluster.admin_url + "/topics")
             page.wait_for_selector('tr[data-topic="admin_actions"]')
-            notes = V2Consumer(cluster.nsqd_tcp_port, "admin_actions", "check", {"client_id": "check", "feature_negotiation": True})
+            notes = V2Consumer(
+                cluster.nsqd_tcp_port,
+                "admin_actions",
+                "check",
+                {"client_id": "check", "feature_negotiation": True},
+            )
             try:
                 note = json.loads(notes.read_message())
             finally:
                 notes.close()
             assert (note["action"], note["topic"], note["channel"], note["user"]) == (
-                "pause_channel", "work", "jobs", ADMIN
+                "pause_channel",
+                "work",
+                "jobs",
+                ADMIN,
             ), note
             assert note["url"] == cluster.admin_url + "/api/topics/work/jobs", note
             assert note["user_agent"].startswith("Mozilla/"), note
@@ -209,14 +233,14 @@ class ActionTests(BrowserTestCase):
                 assert page.goto(cluster.admin_url + path).status == 200
                 assert page.locator("button").count() == 0, path
                 assert page.locator("form").count() == 0, path
-            status = page.evaluate(
-                """async () => (await fetch('/api/topics/ro/c', {
+            status = page.evaluate("""async () => (await fetch('/api/topics/ro/c', {
                     method: 'POST', headers: {'Content-Type': 'application/json'},
-                    body: JSON.stringify({action: 'pause'})})).status"""
-            )
+                    body: JSON.stringify({action: 'pause'})})).status""")
             assert status == 403, status
             forged = http(
-                "DELETE", cluster.admin_url + "/api/topics/ro", headers={"X-Forwarded-User": "mallory"}
+                "DELETE",
+                cluster.admin_url + "/api/topics/ro",
+                headers={"X-Forwarded-User": "mallory"},
             )
             assert forged == (403, b'{"message":"FORBIDDEN"}'), forged
             assert cluster.channel_stats("ro", "c")["paused"] is False
@@ -233,14 +257,17 @@ class EscapingTests(BrowserTestCase):
         evil = {
             "client_id": "<script>window.__xss=1</script>",
             "hostname": '<img src=x onerror="window.__xss=2">',
-            "user_agent": "<b onmouseover=\"window.__xss=3\">agent</b>",
+            "user_agent": '<b onmouseover="window.__xss=3">agent</b>',
             "feature_negotiation": True,
         }
 
         def scenario(context: Any) -> None:
             # NSQ refuses such a topic name, so it can only come in a URL.
             status, reply = http("POST", cluster.nsqd_url + "/pub?topic=%3Cscript%3E", b"x")
-            assert (status, json.loads(reply)) == (400, {"message": "INVALID_TOPIC"}), (status, reply)
+            assert (status, json.loads(reply)) == (400, {"message": "INVALID_TOPIC"}), (
+                status,
+                reply,
+            )
             cluster.create_channel("xss", "c")
             consumer = V2Consumer(cluster.nsqd_tcp_port, "xss", "c", evil)
             try:
@@ -257,10 +284,14 @@ class EscapingTests(BrowserTestCase):
                 assert page.evaluate("() => window.__xss") is None
                 # A decoded %2F splits the path, as in Go's router: this is
                 # topic "<script>window.__xss=4<" and channel "script>".
-                response = page.goto(cluster.admin_url + "/topics/%3Cscript%3Ewindow.__xss%3D4%3C%2Fscript%3E")
+                response = page.goto(
+                    cluster.admin_url + "/topics/%3Cscript%3Ewindow.__xss%3D4%3C%2Fscript%3E"
+                )
                 assert response.status == 404
                 assert "<script>window.__xss=4<" in page.locator("p.detail").inner_text()
-                response = page.goto(cluster.admin_url + "/topics/%3Cimg%20src%3Dx%20onerror%3Dwindow.__xss%3D5%3E")
+                response = page.goto(
+                    cluster.admin_url + "/topics/%3Cimg%20src%3Dx%20onerror%3Dwindow.__xss%3D5%3E"
+                )
                 assert response.status == 404
                 assert "<img src=x onerror=window.__xss=5>" in page.locator("p.detail").inner_text()
                 assert page.locator("p.detail img").count() == 0

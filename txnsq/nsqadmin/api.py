@@ -52,7 +52,9 @@ def _text(doc: Dict[str, Any], name: str) -> str:
     if value is None:
         return ""
     if not isinstance(value, str):
-        raise APIError(400, "json: cannot unmarshal into Go struct field .%s of type string" % (name,))
+        raise APIError(
+            400, "json: cannot unmarshal into Go struct field .%s of type string" % (name,)
+        )
     return value
 
 
@@ -116,9 +118,7 @@ class APIHandlers(AdminBase):
 
         def answer(result: Any) -> Any:
             _, topics, errors = result
-            per_node = [
-                c for t in topics for c in t["channels"] if c["channel_name"] == channel
-            ]
+            per_node = [c for t in topics for c in t["channels"] if c["channel_name"] == channel]
             if not per_node:
                 # Go embeds a nil *ChannelStats: only the message is left.
                 return {"message": warning(errors)}
@@ -132,9 +132,7 @@ class APIHandlers(AdminBase):
     def api_nodes(self, request: IRequest) -> "Deferred[Any]":
         """Every nsqd, as Go's ``Producer``."""
         found = self.cluster.producers(self.lookupds, self.nsqds)
-        return found.addCallback(
-            lambda g: {"nodes": g.value, "message": warning(g.errors)}
-        )
+        return found.addCallback(lambda g: {"nodes": g.value, "message": warning(g.errors)})
 
     @go_route(ADMIN_APP, "GET", "/api/nodes/:node", routes=ADMIN_ROUTES)
     def api_node(self, request: IRequest, node: str) -> "Deferred[Any]":
@@ -147,9 +145,7 @@ class APIHandlers(AdminBase):
                 raise APIError(404, "NODE_NOT_FOUND")
 
             def answer(result: Gathered) -> Any:
-                clients = sum(
-                    len(c["clients"]) for t in result.value for c in t["channels"]
-                )
+                clients = sum(len(c["clients"]) for t in result.value for c in t["channels"])
                 messages = sum(t["message_count"] for t in result.value)
                 return {
                     "node": node,
@@ -172,7 +168,11 @@ class APIHandlers(AdminBase):
             stats: Dict[str, Any] = {}
             for topic in topics:
                 for channel in topic["channels"]:
-                    key = "%s:%s:%s" % (topic["topic_name"], channel["channel_name"], channel["node"])
+                    key = "%s:%s:%s" % (
+                        topic["topic_name"],
+                        channel["channel_name"],
+                        channel["node"],
+                    )
                     entry = stats.setdefault(
                         key,
                         {

@@ -64,7 +64,9 @@ class _StatusError(Exception):
 
 def http_address(producer: Dict[str, Any]) -> str:
     """A producer's HTTP address, ``broadcast_address:http_port``."""
-    return join_host_port(str(producer.get("broadcast_address", "")), int(producer.get("http_port") or 0))
+    return join_host_port(
+        str(producer.get("broadcast_address", "")), int(producer.get("http_port") or 0)
+    )
 
 
 def _unwrap(document: Any) -> Any:
@@ -130,7 +132,9 @@ class ClusterInfo:
             return succeed(([], []))
         waits = [self._call(method, node, url) for node, url in calls]
 
-        def gathered(results: List[Tuple[bool, Any]]) -> Tuple[List[Tuple[str, Any]], List[NodeError]]:
+        def gathered(
+            results: List[Tuple[bool, Any]],
+        ) -> Tuple[List[Tuple[str, Any]], List[NodeError]]:
             answers: List[Tuple[str, Any]] = []
             errors: List[NodeError] = []
             for (ok, value), (node, url) in zip(results, calls):
@@ -138,7 +142,9 @@ class ClusterInfo:
                     answers.append((node, value))
                 else:
                     error = value.value
-                    text = str(error) if isinstance(error, _StatusError) else describe_failure(error)
+                    text = (
+                        str(error) if isinstance(error, _StatusError) else describe_failure(error)
+                    )
                     errors.append(NodeError(node, "%s %s: %s" % (method, url, text)))
             if errors and not answers and method == "GET":
                 raise ClusterUnavailable(
@@ -218,7 +224,10 @@ class ClusterInfo:
             "version": str(raw.get("version", "")),
             "topics": sorted(
                 (
-                    {"topic": t, "tombstoned": bool(tombstones[i]) if i < len(tombstones) else False}
+                    {
+                        "topic": t,
+                        "tombstoned": bool(tombstones[i]) if i < len(tombstones) else False,
+                    }
                     for i, t in enumerate(topics)
                     if isinstance(t, str)
                 ),
@@ -279,9 +288,7 @@ class ClusterInfo:
 
         return self._each("GET", calls, "nsqlookupd").addCallbacks(merge, unknown_everywhere)
 
-    def _nsqd_infos(
-        self, nsqds: Sequence[str], topic: Optional[str]
-    ) -> "Deferred[Gathered]":
+    def _nsqd_infos(self, nsqds: Sequence[str], topic: Optional[str]) -> "Deferred[Gathered]":
         """
         The nsqds (of those given) as producers, from ``/stats`` then
         ``/info``; with ``topic``, only those that have it.
@@ -400,7 +407,9 @@ class ClusterInfo:
         calls = [(node, "http://%s/%s?%s" % (node, path, query)) for node in nodes]
         return self._each("POST", calls, what).addCallback(lambda result: result[1])
 
-    def post_lookupds(self, lookupds: Sequence[str], path: str, query: str) -> "Deferred[List[NodeError]]":
+    def post_lookupds(
+        self, lookupds: Sequence[str], path: str, query: str
+    ) -> "Deferred[List[NodeError]]":
         """POST ``/path?query`` to every lookupd; fires with the failures."""
         return self._post(lookupds, path, query, "nsqlookupd")
 

@@ -38,7 +38,9 @@ class History:
         replaces it rather than being added.
     """
 
-    def __init__(self, clock: IReactorTime, window: float = 300.0, min_interval: float = 1.0) -> None:
+    def __init__(
+        self, clock: IReactorTime, window: float = 300.0, min_interval: float = 1.0
+    ) -> None:
         self._clock = clock
         self.window = window
         self.min_interval = min_interval

@@ -110,8 +110,14 @@ class Notifier:
         if not self.endpoint:
             return
         doc = admin_action(
-            action, topic, channel, node, request, self._clock.seconds(),
-            self._acl_http_header, self.via,
+            action,
+            topic,
+            channel,
+            node,
+            request,
+            self._clock.seconds(),
+            self._acl_http_header,
+            self.via,
         )
         try:
             sent = self._post("POST", self.endpoint, go_json(doc))

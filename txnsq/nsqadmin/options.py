@@ -90,9 +90,7 @@ class NSQAdminOptions:
             self.notification_http_endpoint.startswith("http://")
             or self.notification_http_endpoint.startswith("https://")
         ):
-            raise ValueError(
-                "--notification-http-endpoint must be a fully qualified http(s) URL"
-            )
+            raise ValueError("--notification-http-endpoint must be a fully qualified http(s) URL")
         unsupported = [
             ("config", self.config != ""),
             ("base-path", self.base_path not in ("", "/")),
@@ -235,9 +233,7 @@ def nsqadmin_flags(defaults: Optional[NSQAdminOptions] = None) -> List[Flag]:
     ]
 
 
-def _options_from(
-    parsed: cli.ParsedFlags, defaults: Optional[NSQAdminOptions]
-) -> NSQAdminOptions:
+def _options_from(parsed: cli.ParsedFlags, defaults: Optional[NSQAdminOptions]) -> NSQAdminOptions:
     options = dataclasses.replace(defaults) if defaults is not None else NSQAdminOptions()
     for attr, value in parsed.values.items():
         setattr(options, attr, value)

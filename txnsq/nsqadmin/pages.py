@@ -52,7 +52,9 @@ class PageHandlers(AdminBase):
     """The HTML pages."""
 
     def _page(self, request: IRequest) -> views.Page:
-        return views.Page(self.is_admin(request), self.history, self.clock.seconds(), bool(self.lookupds))
+        return views.Page(
+            self.is_admin(request), self.history, self.clock.seconds(), bool(self.lookupds)
+        )
 
     def _topics(self, request: IRequest) -> "Deferred[str]":
         names = self.cluster.topics(self.lookupds, self.nsqds)
@@ -115,7 +117,9 @@ class PageHandlers(AdminBase):
     def channel(self, request: IRequest, topic: str, channel: str) -> "Deferred[str]":
         """One channel and its clients; 404 for a channel nobody knows."""
         if not is_valid_topic_name(topic) or not is_valid_channel_name(channel):
-            raise PageError(404, "Channel not found", "No channel is named %r in topic %r." % (channel, topic))
+            raise PageError(
+                404, "Channel not found", "No channel is named %r in topic %r." % (channel, topic)
+            )
 
         def render(result: Any) -> "Deferred[str]":
             _, topics, errors = result
@@ -124,8 +128,14 @@ class PageHandlers(AdminBase):
 
             def known(channels: List[str]) -> str:
                 if not per_node and channel not in channels and not errors:
-                    raise PageError(404, "Channel not found", "No node knows channel %r of topic %r." % (channel, topic))
-                self.history.record("%s/%s" % (topic, channel), total["depth"], total["message_count"])
+                    raise PageError(
+                        404,
+                        "Channel not found",
+                        "No node knows channel %r of topic %r." % (channel, topic),
+                    )
+                self.history.record(
+                    "%s/%s" % (topic, channel), total["depth"], total["message_count"]
+                )
                 return views.channel_page(self._page(request), topic, channel, total, errors)
 
             if per_node or not self.lookupds:
@@ -153,11 +163,15 @@ class PageHandlers(AdminBase):
             asked = self.cluster.nsqd_stats(matching[:1], include_clients=False)
 
             def render(result: Gathered) -> str:
-                return views.node_page(self._page(request), node, result.value, producers.errors + result.errors)
+                return views.node_page(
+                    self._page(request), node, result.value, producers.errors + result.errors
+                )
 
             def down(failure: Any) -> str:
                 failure.trap(ClusterUnavailable)
-                return views.node_page(self._page(request), node, [], producers.errors + failure.value.errors)
+                return views.node_page(
+                    self._page(request), node, [], producers.errors + failure.value.errors
+                )
 
             return asked.addCallbacks(render, down)
 

@@ -63,9 +63,7 @@ def empty_topic(topic: str) -> Dict[str, Any]:
     doc: Dict[str, Any] = {"node": "*", "hostname": "", "topic_name": topic}
     for name in TOPIC_COUNTS:
         doc[name] = 0
-    doc.update(
-        nodes=[], channels=[], paused=False, e2e_processing_latency=_latency(topic, None)
-    )
+    doc.update(nodes=[], channels=[], paused=False, e2e_processing_latency=_latency(topic, None))
     return doc
 
 
@@ -79,9 +77,7 @@ def empty_channel(topic: str, channel: str) -> Dict[str, Any]:
     }
     for name in CHANNEL_COUNTS:
         doc[name] = 0
-    doc.update(
-        nodes=[], clients=[], paused=False, e2e_processing_latency=_latency(topic, channel)
-    )
+    doc.update(nodes=[], clients=[], paused=False, e2e_processing_latency=_latency(topic, channel))
     return doc
 
 

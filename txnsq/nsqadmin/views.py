@@ -130,7 +130,8 @@ def sparkline(values: Sequence[float], label: str, width: int = 120, height: int
     top = max(values) or 1.0
     step = width / (len(values) - 1)
     points = " ".join(
-        "%.1f,%.1f" % (i * step, height - 2 - (v / top) * (height - 4)) for i, v in enumerate(values)
+        "%.1f,%.1f" % (i * step, height - 2 - (v / top) * (height - 4))
+        for i, v in enumerate(values)
     )
     return el(
         "svg",
@@ -155,7 +156,12 @@ def charts(history: Any, key: str) -> Safe:
     return el(
         "div",
         {"class_": "charts"},
-        el("figure", None, sparkline(depths, "depth", 320, 60), el("figcaption", None, "depth (last minutes)")),
+        el(
+            "figure",
+            None,
+            sparkline(depths, "depth", 320, 60),
+            el("figcaption", None, "depth (last minutes)"),
+        ),
         el(
             "figure",
             None,
@@ -196,28 +202,51 @@ def total_depth(topic: Dict[str, Any]) -> int:
 
 
 def _channel_sums(topic: Dict[str, Any]) -> Dict[str, int]:
-    sums = {k: 0 for k in ("in_flight_count", "deferred_count", "requeue_count", "timeout_count", "client_count")}
+    sums = {
+        k: 0
+        for k in (
+            "in_flight_count",
+            "deferred_count",
+            "requeue_count",
+            "timeout_count",
+            "client_count",
+        )
+    }
     for channel in topic.get("channels", ()):
         for name in sums:
             sums[name] += channel.get(name, 0)
     return sums
 
 
-def topics_page(page: Page, names: Sequence[str], totals: Dict[str, Dict[str, Any]], errors: Sequence[NodeError]) -> str:
+def topics_page(
+    page: Page, names: Sequence[str], totals: Dict[str, Dict[str, Any]], errors: Sequence[NodeError]
+) -> str:
     """Every topic with its depth, rate, in-flight, deferred, requeue, timeout and client counts."""
     rows = []
     for name in names:
         total = totals.get(name)
         link = el("a", {"href": _path("topics", name)}, name)
         if total is None:
-            rows.append(el("tr", {"data_topic": name}, el("td", None, link), el("td", {"colspan": 9, "class_": "muted"}, "no producers")))
+            rows.append(
+                el(
+                    "tr",
+                    {"data_topic": name},
+                    el("td", None, link),
+                    el("td", {"colspan": 9, "class_": "muted"}, "no producers"),
+                )
+            )
             continue
         sums = _channel_sums(total)
         rows.append(
             el(
                 "tr",
                 {"data_topic": name},
-                el("td", None, link, el("span", {"class_": "badge"}, "paused") if total["paused"] else None),
+                el(
+                    "td",
+                    None,
+                    link,
+                    el("span", {"class_": "badge"}, "paused") if total["paused"] else None,
+                ),
                 el("td", {"class_": "num depth"}, _num(total_depth(total))),
                 el("td", {"class_": "num rate"}, _rate(page.history.rate(name))),
                 el("td", {"class_": "num"}, _num(sums["in_flight_count"])),
@@ -226,19 +255,38 @@ def topics_page(page: Page, names: Sequence[str], totals: Dict[str, Dict[str, An
                 el("td", {"class_": "num"}, _num(sums["timeout_count"])),
                 el("td", {"class_": "num"}, _num(total["message_count"])),
                 el("td", {"class_": "num"}, _num(sums["client_count"])),
-                el("td", None, sparkline([float(s.depth) for s in page.history.samples(name)], "depth of " + name)),
+                el(
+                    "td",
+                    None,
+                    sparkline(
+                        [float(s.depth) for s in page.history.samples(name)], "depth of " + name
+                    ),
+                ),
             )
         )
     body = join(
         el("h1", None, "Topics"),
         warnings(errors),
-        _table(
-            ["Topic", "Total depth", "Rate", "In-Flight", "Deferred", "Requeued", "Timed Out", "Messages", "Clients", "Depth (last minutes)"],
-            rows,
-            "topics",
-        )
-        if names
-        else el("p", {"class_": "muted"}, "No topics yet."),
+        (
+            _table(
+                [
+                    "Topic",
+                    "Total depth",
+                    "Rate",
+                    "In-Flight",
+                    "Deferred",
+                    "Requeued",
+                    "Timed Out",
+                    "Messages",
+                    "Clients",
+                    "Depth (last minutes)",
+                ],
+                rows,
+                "topics",
+            )
+            if names
+            else el("p", {"class_": "muted"}, "No topics yet.")
+        ),
     )
     return layout("Topics", body)
 
@@ -256,22 +304,44 @@ def topic_page(page: Page, topic: str, total: Dict[str, Any], errors: Sequence[N
         actions = el(
             "div",
             {"class_": "actions"},
-            button("Unpause" if paused else "Pause", "POST", api, {"action": "unpause" if paused else "pause"},
-                   "%s topic %s?" % ("Unpause" if paused else "Pause", topic)),
-            button("Empty", "POST", api, {"action": "empty"}, "Empty topic %s (its queued messages are lost)?" % topic),
+            button(
+                "Unpause" if paused else "Pause",
+                "POST",
+                api,
+                {"action": "unpause" if paused else "pause"},
+                "%s topic %s?" % ("Unpause" if paused else "Pause", topic),
+            ),
+            button(
+                "Empty",
+                "POST",
+                api,
+                {"action": "empty"},
+                "Empty topic %s (its queued messages are lost)?" % topic,
+            ),
             button("Delete", "DELETE", api, None, "Delete topic %s and all its channels?" % topic),
         )
     node_rows = []
     for node in total["nodes"]:
         tombstone = None
         if page.admin and page.lookupd_mode:
-            tombstone = button("Tombstone", "DELETE", _path("api", "nodes", node["node"]), {"topic": topic},
-                               "Tombstone %s for topic %s?" % (node["node"], topic))
+            tombstone = button(
+                "Tombstone",
+                "DELETE",
+                _path("api", "nodes", node["node"]),
+                {"topic": topic},
+                "Tombstone %s for topic %s?" % (node["node"], topic),
+            )
         node_rows.append(
             el(
                 "tr",
                 {"data_node": node["node"]},
-                el("td", None, _node_cell(node["node"]), " ", el("span", {"class_": "muted"}, node["hostname"])),
+                el(
+                    "td",
+                    None,
+                    _node_cell(node["node"]),
+                    " ",
+                    el("span", {"class_": "muted"}, node["hostname"]),
+                ),
                 el("td", {"class_": "num depth"}, _num(node["depth"])),
                 el("td", {"class_": "num"}, _num(node["memory_depth"])),
                 el("td", {"class_": "num"}, _num(node["backend_depth"])),
@@ -281,7 +351,14 @@ def topic_page(page: Page, topic: str, total: Dict[str, Any], errors: Sequence[N
             )
         )
     for error in errors:
-        node_rows.append(el("tr", {"class_": "error", "data_node": error.node}, el("td", None, error.node), el("td", {"colspan": 6}, error.text)))
+        node_rows.append(
+            el(
+                "tr",
+                {"class_": "error", "data_node": error.node},
+                el("td", None, error.node),
+                el("td", {"colspan": 6}, error.text),
+            )
+        )
     channel_rows = []
     for channel in total["channels"]:
         name = channel["channel_name"]
@@ -290,8 +367,12 @@ def topic_page(page: Page, topic: str, total: Dict[str, Any], errors: Sequence[N
             el(
                 "tr",
                 {"data_channel": name},
-                el("td", None, el("a", {"href": _path("topics", topic, name)}, name),
-                   el("span", {"class_": "badge"}, "paused") if channel["paused"] else None),
+                el(
+                    "td",
+                    None,
+                    el("a", {"href": _path("topics", topic, name)}, name),
+                    el("span", {"class_": "badge"}, "paused") if channel["paused"] else None,
+                ),
                 el("td", {"class_": "num depth"}, _num(channel["depth"])),
                 el("td", {"class_": "num rate"}, _rate(page.history.rate(key))),
                 el("td", {"class_": "num"}, _num(channel["in_flight_count"])),
@@ -303,18 +384,38 @@ def topic_page(page: Page, topic: str, total: Dict[str, Any], errors: Sequence[N
             )
         )
     body = join(
-        el("h1", None, "Topic ", el("span", {"class_": "name"}, topic),
-           el("span", {"class_": "badge"}, "paused") if total["paused"] else None),
+        el(
+            "h1",
+            None,
+            "Topic ",
+            el("span", {"class_": "name"}, topic),
+            el("span", {"class_": "badge"}, "paused") if total["paused"] else None,
+        ),
         warnings(errors),
         actions,
         charts(page.history, topic),
         el("h2", None, "Nodes"),
         _table(["nsqd", "Depth", "Memory", "Backend", "Messages", "", ""], node_rows, "nodes"),
         el("h2", None, "Channels"),
-        _table(["Channel", "Depth", "Rate", "In-Flight", "Deferred", "Requeued", "Timed Out", "Messages", "Clients"],
-               channel_rows, "channels")
-        if channel_rows
-        else el("p", {"class_": "muted"}, "No channels."),
+        (
+            _table(
+                [
+                    "Channel",
+                    "Depth",
+                    "Rate",
+                    "In-Flight",
+                    "Deferred",
+                    "Requeued",
+                    "Timed Out",
+                    "Messages",
+                    "Clients",
+                ],
+                channel_rows,
+                "channels",
+            )
+            if channel_rows
+            else el("p", {"class_": "muted"}, "No channels.")
+        ),
     )
     return layout("Topic " + topic, body, [el("a", {"href": "/topics"}, "Topics"), topic])
 
@@ -322,13 +423,17 @@ def topic_page(page: Page, topic: str, total: Dict[str, Any], errors: Sequence[N
 def _attributes(client: Dict[str, Any]) -> List[Safe]:
     found = []
     if client.get("tls"):
-        found.append(el("span", {"class_": "attr", "title": str(client.get("tls_version", ""))}, "TLS"))
+        found.append(
+            el("span", {"class_": "attr", "title": str(client.get("tls_version", ""))}, "TLS")
+        )
     if client.get("snappy"):
         found.append(el("span", {"class_": "attr"}, "snappy"))
     if client.get("deflate"):
         found.append(el("span", {"class_": "attr"}, "deflate"))
     if client.get("authed"):
-        found.append(el("span", {"class_": "attr", "title": str(client.get("auth_identity", ""))}, "AUTH"))
+        found.append(
+            el("span", {"class_": "attr", "title": str(client.get("auth_identity", ""))}, "AUTH")
+        )
     return found
 
 
@@ -340,7 +445,9 @@ def _since(connect_ts: Any, now: float) -> str:
     return "%s UTC (%dm%02ds ago)" % (stamp, seconds // 60, seconds % 60)
 
 
-def channel_page(page: Page, topic: str, channel: str, total: Dict[str, Any], errors: Sequence[NodeError]) -> str:
+def channel_page(
+    page: Page, topic: str, channel: str, total: Dict[str, Any], errors: Sequence[NodeError]
+) -> str:
     """One channel: actions, charts, a row per nsqd and every client."""
     api = _path("api", "topics", topic, channel)
     actions = None
@@ -349,9 +456,20 @@ def channel_page(page: Page, topic: str, channel: str, total: Dict[str, Any], er
         actions = el(
             "div",
             {"class_": "actions"},
-            button("Unpause" if paused else "Pause", "POST", api, {"action": "unpause" if paused else "pause"},
-                   "%s channel %s?" % ("Unpause" if paused else "Pause", channel)),
-            button("Empty", "POST", api, {"action": "empty"}, "Empty channel %s (its queued messages are lost)?" % channel),
+            button(
+                "Unpause" if paused else "Pause",
+                "POST",
+                api,
+                {"action": "unpause" if paused else "pause"},
+                "%s channel %s?" % ("Unpause" if paused else "Pause", channel),
+            ),
+            button(
+                "Empty",
+                "POST",
+                api,
+                {"action": "empty"},
+                "Empty channel %s (its queued messages are lost)?" % channel,
+            ),
             button("Delete", "DELETE", api, None, "Delete channel %s?" % channel),
         )
     node_rows = [
@@ -371,14 +489,30 @@ def channel_page(page: Page, topic: str, channel: str, total: Dict[str, Any], er
         for node in total["nodes"]
     ]
     for error in errors:
-        node_rows.append(el("tr", {"class_": "error", "data_node": error.node}, el("td", None, error.node), el("td", {"colspan": 8}, error.text)))
+        node_rows.append(
+            el(
+                "tr",
+                {"class_": "error", "data_node": error.node},
+                el("td", None, error.node),
+                el("td", {"colspan": 8}, error.text),
+            )
+        )
     client_rows = [
         el(
             "tr",
             {"class_": "client"},
-            el("td", {"class_": "client-id", "title": str(c.get("remote_address", ""))}, str(c.get("client_id", ""))),
+            el(
+                "td",
+                {"class_": "client-id", "title": str(c.get("remote_address", ""))},
+                str(c.get("client_id", "")),
+            ),
             el("td", {"class_": "hostname"}, str(c.get("hostname", ""))),
-            el("td", {"class_": "user-agent"}, "%s " % (c.get("version", ""),), str(c.get("user_agent", ""))),
+            el(
+                "td",
+                {"class_": "user-agent"},
+                "%s " % (c.get("version", ""),),
+                str(c.get("user_agent", "")),
+            ),
             el("td", None, _attributes(c)),
             el("td", None, _node_cell(str(c.get("node", "")))),
             el("td", {"class_": "num"}, _num(c.get("ready_count", 0))),
@@ -391,20 +525,66 @@ def channel_page(page: Page, topic: str, channel: str, total: Dict[str, Any], er
         for c in total["clients"]
     ]
     body = join(
-        el("h1", None, "Channel ", el("span", {"class_": "name"}, topic), " / ", el("span", {"class_": "name"}, channel),
-           el("span", {"class_": "badge", "id": "paused-badge"}, "paused") if total["paused"] else None),
+        el(
+            "h1",
+            None,
+            "Channel ",
+            el("span", {"class_": "name"}, topic),
+            " / ",
+            el("span", {"class_": "name"}, channel),
+            (
+                el("span", {"class_": "badge", "id": "paused-badge"}, "paused")
+                if total["paused"]
+                else None
+            ),
+        ),
         warnings(errors),
         actions,
         charts(page.history, "%s/%s" % (topic, channel)),
         el("h2", None, "Nodes"),
-        _table(["nsqd", "Depth", "In-Flight", "Deferred", "Requeued", "Timed Out", "Messages", "Clients", ""], node_rows, "nodes"),
+        _table(
+            [
+                "nsqd",
+                "Depth",
+                "In-Flight",
+                "Deferred",
+                "Requeued",
+                "Timed Out",
+                "Messages",
+                "Clients",
+                "",
+            ],
+            node_rows,
+            "nodes",
+        ),
         el("h2", None, "Clients"),
-        _table(["Client ID", "Host", "Protocol / User Agent", "Attributes", "nsqd", "Ready", "In-Flight",
-                "Finished", "Requeued", "Messages", "Connected since"], client_rows, "clients")
-        if client_rows
-        else el("p", {"class_": "muted"}, "No clients connected."),
+        (
+            _table(
+                [
+                    "Client ID",
+                    "Host",
+                    "Protocol / User Agent",
+                    "Attributes",
+                    "nsqd",
+                    "Ready",
+                    "In-Flight",
+                    "Finished",
+                    "Requeued",
+                    "Messages",
+                    "Connected since",
+                ],
+                client_rows,
+                "clients",
+            )
+            if client_rows
+            else el("p", {"class_": "muted"}, "No clients connected.")
+        ),
     )
-    crumbs = [el("a", {"href": "/topics"}, "Topics"), el("a", {"href": _path("topics", topic)}, topic), channel]
+    crumbs = [
+        el("a", {"href": "/topics"}, "Topics"),
+        el("a", {"href": _path("topics", topic)}, topic),
+        channel,
+    ]
     return layout("Channel %s/%s" % (topic, channel), body, crumbs)
 
 
@@ -417,47 +597,114 @@ def nodes_page(page: Page, producers: Sequence[Dict[str, Any]], errors: Sequence
             el("td", None, p["hostname"]),
             el("td", None, _node_cell(http_address(p))),
             el("td", {"class_": "num"}, p["tcp_port"]),
-            el("td", None, p["version"], el("span", {"class_": "badge"}, "out of date") if p.get("out_of_date") else None),
-            el("td", None, el("ul", {"class_": "plain"}, [el("li", None, a) for a in p.get("remote_addresses", ())])),
-            el("td", None, [join(el("a", {"href": _path("topics", t["topic"]), "class_": "tombstoned" if t["tombstoned"] else None}, t["topic"]), " ") for t in p["topics"]]),
+            el(
+                "td",
+                None,
+                p["version"],
+                el("span", {"class_": "badge"}, "out of date") if p.get("out_of_date") else None,
+            ),
+            el(
+                "td",
+                None,
+                el(
+                    "ul",
+                    {"class_": "plain"},
+                    [el("li", None, a) for a in p.get("remote_addresses", ())],
+                ),
+            ),
+            el(
+                "td",
+                None,
+                [
+                    join(
+                        el(
+                            "a",
+                            {
+                                "href": _path("topics", t["topic"]),
+                                "class_": "tombstoned" if t["tombstoned"] else None,
+                            },
+                            t["topic"],
+                        ),
+                        " ",
+                    )
+                    for t in p["topics"]
+                ],
+            ),
         )
         for p in producers
     ]
     body = join(
         el("h1", None, "Nodes"),
         warnings(errors),
-        _table(["Hostname", "HTTP address", "TCP port", "Version", "Lookupd connections", "Topics"], rows, "nodes")
-        if rows
-        else el("p", {"class_": "muted"}, "No nsqd known."),
+        (
+            _table(
+                [
+                    "Hostname",
+                    "HTTP address",
+                    "TCP port",
+                    "Version",
+                    "Lookupd connections",
+                    "Topics",
+                ],
+                rows,
+                "nodes",
+            )
+            if rows
+            else el("p", {"class_": "muted"}, "No nsqd known.")
+        ),
     )
     return layout("Nodes", body)
 
 
-def node_page(page: Page, node: str, topics: Sequence[Dict[str, Any]], errors: Sequence[NodeError]) -> str:
+def node_page(
+    page: Page, node: str, topics: Sequence[Dict[str, Any]], errors: Sequence[NodeError]
+) -> str:
     """One nsqd: its topics and channels."""
     rows = []
     for topic in topics:
         rows.append(
-            el("tr", {"class_": "topic-row"},
-               el("td", None, el("a", {"href": _path("topics", topic["topic_name"])}, topic["topic_name"])),
-               el("td", None, ""),
-               el("td", {"class_": "num"}, _num(topic["depth"])),
-               el("td", {"class_": "num"}, _num(topic["message_count"])),
-               el("td", {"class_": "num"}, ""))
+            el(
+                "tr",
+                {"class_": "topic-row"},
+                el(
+                    "td",
+                    None,
+                    el("a", {"href": _path("topics", topic["topic_name"])}, topic["topic_name"]),
+                ),
+                el("td", None, ""),
+                el("td", {"class_": "num"}, _num(topic["depth"])),
+                el("td", {"class_": "num"}, _num(topic["message_count"])),
+                el("td", {"class_": "num"}, ""),
+            )
         )
         for channel in topic["channels"]:
             rows.append(
-                el("tr", None,
-                   el("td", None, ""),
-                   el("td", None, el("a", {"href": _path("topics", topic["topic_name"], channel["channel_name"])}, channel["channel_name"])),
-                   el("td", {"class_": "num"}, _num(channel["depth"])),
-                   el("td", {"class_": "num"}, _num(channel["message_count"])),
-                   el("td", {"class_": "num"}, _num(channel["client_count"])))
+                el(
+                    "tr",
+                    None,
+                    el("td", None, ""),
+                    el(
+                        "td",
+                        None,
+                        el(
+                            "a",
+                            {"href": _path("topics", topic["topic_name"], channel["channel_name"])},
+                            channel["channel_name"],
+                        ),
+                    ),
+                    el("td", {"class_": "num"}, _num(channel["depth"])),
+                    el("td", {"class_": "num"}, _num(channel["message_count"])),
+                    el("td", {"class_": "num"}, _num(channel["client_count"])),
+                )
             )
     body = join(
         el("h1", None, "Node ", el("span", {"class_": "name"}, node)),
         warnings(errors),
-        _table(["Topic", "Channel", "Depth", "Messages", "Clients"], rows, "node") if rows else el("p", {"class_": "muted"}, "No topics."),
+        (
+            _table(["Topic", "Channel", "Depth", "Messages", "Clients"], rows, "node")
+            if rows
+            else el("p", {"class_": "muted"}, "No topics.")
+        ),
     )
     return layout("Node " + node, body, [el("a", {"href": "/nodes"}, "Nodes"), node])
 
@@ -475,28 +722,84 @@ def counter_page(page: Page, total: int, errors: Sequence[NodeError]) -> str:
 def lookup_page(page: Page, topics: Dict[str, List[str]], errors: Sequence[NodeError]) -> str:
     """The topics and channels the lookupds know; forms to create them."""
     if not page.lookupd_mode:
-        body = join(el("h1", None, "Lookup"), el("p", {"class_": "muted"}, "nsqadmin was started with --nsqd-http-address: there is no nsqlookupd to show."))
+        body = join(
+            el("h1", None, "Lookup"),
+            el(
+                "p",
+                {"class_": "muted"},
+                "nsqadmin was started with --nsqd-http-address: there is no nsqlookupd to show.",
+            ),
+        )
         return layout("Lookup", body)
     items = [
-        el("li", None, el("a", {"href": _path("topics", name)}, name),
-           el("ul", None, [el("li", None, el("a", {"href": _path("topics", name, c)}, c)) for c in channels]) if channels else None)
+        el(
+            "li",
+            None,
+            el("a", {"href": _path("topics", name)}, name),
+            (
+                el(
+                    "ul",
+                    None,
+                    [
+                        el("li", None, el("a", {"href": _path("topics", name, c)}, c))
+                        for c in channels
+                    ],
+                )
+                if channels
+                else None
+            ),
+        )
         for name, channels in sorted(topics.items())
     ]
     form = None
     if page.admin:
         form = el(
             "form",
-            {"class_": "create", "data_url": "/api/topics", "method": "post", "action": "/api/topics"},
+            {
+                "class_": "create",
+                "data_url": "/api/topics",
+                "method": "post",
+                "action": "/api/topics",
+            },
             el("h2", None, "Create topic / channel"),
-            el("label", None, "Topic ", el("input", {"name": "topic", "required": True, "pattern": "[.a-zA-Z0-9_-]+(#ephemeral)?", "maxlength": 64})),
-            el("label", None, "Channel (optional) ", el("input", {"name": "channel", "pattern": "[.a-zA-Z0-9_-]+(#ephemeral)?", "maxlength": 64})),
+            el(
+                "label",
+                None,
+                "Topic ",
+                el(
+                    "input",
+                    {
+                        "name": "topic",
+                        "required": True,
+                        "pattern": "[.a-zA-Z0-9_-]+(#ephemeral)?",
+                        "maxlength": 64,
+                    },
+                ),
+            ),
+            el(
+                "label",
+                None,
+                "Channel (optional) ",
+                el(
+                    "input",
+                    {"name": "channel", "pattern": "[.a-zA-Z0-9_-]+(#ephemeral)?", "maxlength": 64},
+                ),
+            ),
             el("button", {"type": "submit"}, "Create"),
-            el("p", {"class_": "muted"}, "A topic created here is known to nsqlookupd only, until an nsqd has it."),
+            el(
+                "p",
+                {"class_": "muted"},
+                "A topic created here is known to nsqlookupd only, until an nsqd has it.",
+            ),
         )
     body = join(
         el("h1", None, "Lookup"),
         warnings(errors),
-        el("ul", {"class_": "lookup"}, items) if items else el("p", {"class_": "muted"}, "nsqlookupd knows no topic."),
+        (
+            el("ul", {"class_": "lookup"}, items)
+            if items
+            else el("p", {"class_": "muted"}, "nsqlookupd knows no topic.")
+        ),
         form,
     )
     return layout("Lookup", body, refresh=False)
