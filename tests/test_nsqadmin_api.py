@@ -194,6 +194,14 @@ class APIReadTests(SynchronousTestCase):
         self.assertEqual(code, 502)
         self.assertTrue(doc["message"].startswith("UPSTREAM_ERROR: failed to query any nsqlookupd"))
 
+    def test_every_nsqd_down_502(self) -> None:
+        """No nsqd answering for its stats is 502 UPSTREAM_ERROR, as Go's."""
+        del self.fake.answers["http://%s/stats" % NSQD_A]
+        del self.fake.answers["http://%s/stats" % NSQD_B]
+        code, doc, _ = self.admin.call("GET", "/api/topics/orders/billing")
+        self.assertEqual(code, 502)
+        self.assertTrue(doc["message"].startswith("UPSTREAM_ERROR: failed to query any nsqd: "))
+
     def test_unknown_route(self) -> None:
         """An unknown path is Go's 404 NOT_FOUND, a wrong method 405."""
         self.assertEqual(self.admin.call("GET", "/api/nope")[:2], (404, {"message": "NOT_FOUND"}))

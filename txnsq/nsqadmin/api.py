@@ -110,7 +110,7 @@ class APIHandlers(AdminBase):
             total["message"] = warning(errors)
             return total
 
-        return self.gather(topic).addCallback(answer)
+        return self.gather(topic, strict=True).addCallback(answer)
 
     @go_route(ADMIN_APP, "GET", "/api/topics/:topic/:channel", routes=ADMIN_ROUTES)
     def api_channel(self, request: IRequest, topic: str, channel: str) -> "Deferred[Any]":
@@ -126,7 +126,7 @@ class APIHandlers(AdminBase):
             total["message"] = warning(errors)
             return total
 
-        return self.gather(topic, channel, include_clients=True).addCallback(answer)
+        return self.gather(topic, channel, include_clients=True, strict=True).addCallback(answer)
 
     @go_route(ADMIN_APP, "GET", "/api/nodes", routes=ADMIN_ROUTES)
     def api_nodes(self, request: IRequest) -> "Deferred[Any]":
@@ -185,7 +185,7 @@ class APIHandlers(AdminBase):
                     entry["message_count"] += channel["message_count"]
             return {"stats": {k: stats[k] for k in sorted(stats)}, "message": warning(errors)}
 
-        return self.gather().addCallback(answer)
+        return self.gather(strict=True).addCallback(answer)
 
     # -- actions ------------------------------------------------------------------
 

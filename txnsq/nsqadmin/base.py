@@ -177,11 +177,19 @@ class AdminBase(GoRouter):
                 )
 
     def gather(
-        self, topic: str = "", channel: str = "", include_clients: bool = False
+        self,
+        topic: str = "",
+        channel: str = "",
+        include_clients: bool = False,
+        strict: bool = False,
     ) -> "Deferred[Tuple[List[Dict[str, Any]], List[Dict[str, Any]], List[NodeError]]]":
         """
         The producers (all, or ``topic``'s) and their per-node topic stats,
         with every failure on the way.
+
+        :param strict: fail with ``ClusterUnavailable`` when no nsqd answers
+            for its stats (the API's 502, as Go's); otherwise the pages show
+            each nsqd's failure.
         """
         if topic:
             found = self.cluster.topic_producers(topic, self.lookupds, self.nsqds)
@@ -199,6 +207,8 @@ class AdminBase(GoRouter):
                 unavailable: Any = failure.value
                 return producers.value, [], list(producers.errors) + unavailable.errors
 
+            if strict:
+                return asked.addCallback(both)
             return asked.addCallbacks(both, none_answered)
 
         return found.addCallback(stats)
