@@ -221,6 +221,30 @@ class ActionTests(BrowserTestCase):
 
         return self.in_browser(scenario)
 
+    def test_create_from_lookup(self) -> Any:
+        """A topic and channel created on the lookup page (confirmed) are listed by nsqlookupd."""
+        cluster = self.cluster
+
+        def scenario(context: Any) -> None:
+            page = context.new_page()
+            dialogs = []
+
+            def accept(dialog: Any) -> None:
+                dialogs.append(dialog.message)
+                dialog.accept()
+
+            page.on("dialog", accept)
+            page.goto(cluster.admin_url + "/lookup")
+            page.fill("input[name=topic]", "made_here")
+            page.fill("input[name=channel]", "fresh")
+            page.click("form.create button[type=submit]")
+            page.wait_for_selector('a[href="/topics/made_here/fresh"]')
+            assert dialogs == ["Create channel fresh of topic made_here?"], dialogs
+            page.goto(cluster.admin_url + "/topics/made_here/fresh")
+            page.wait_for_selector("text=No clients connected.")
+
+        return self.in_browser(scenario)
+
     def test_reader_cannot_act(self) -> Any:
         """A user not in --admin-user sees no action button, and a forged POST gets 403."""
         cluster = self.cluster
