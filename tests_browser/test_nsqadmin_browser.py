@@ -194,6 +194,8 @@ class ActionTests(BrowserTestCase):
                 assert dialogs == ["Pause channel jobs?"], dialogs
                 assert cluster.channel_stats("work", "jobs")["paused"] is True
                 page.wait_for_selector("button.action:has-text('Unpause')")
+                # Two samples a live refresh apart draw the charts.
+                page.wait_for_selector(".charts svg")
                 page.screenshot(path=screenshot_path("channel.png"), full_page=True)
             finally:
                 consumer.close()

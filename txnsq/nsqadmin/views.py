@@ -124,9 +124,14 @@ def warnings(errors: Sequence[NodeError]) -> Optional[Safe]:
 
 
 def sparkline(values: Sequence[float], label: str, width: int = 120, height: int = 28) -> Safe:
-    """A small SVG line of ``values`` (oldest first), titled ``label``."""
-    if len(values) < 2:
+    """
+    A small SVG line of ``values`` (oldest first), titled ``label``, scaled
+    from 0 to the largest value, over a faint baseline.
+    """
+    if not values:
         return el("span", {"class_": "chart-empty", "title": label}, "collecting samples…")
+    if len(values) == 1:
+        values = [values[0], values[0]]
     top = max(values) or 1.0
     step = width / (len(values) - 1)
     points = " ".join(
@@ -144,7 +149,11 @@ def sparkline(values: Sequence[float], label: str, width: int = 120, height: int
             "aria-label": label,
         },
         el("title", None, "%s (max %s)" % (label, _num(max(values)))),
-        el("polyline", {"points": points, "fill": "none"}),
+        el(
+            "polyline",
+            {"class_": "baseline", "points": "0,%d %d,%d" % (height - 1, width, height - 1)},
+        ),
+        el("polyline", {"class_": "line", "points": points, "fill": "none"}),
     )
 
 
@@ -153,6 +162,11 @@ def charts(history: Any, key: str) -> Safe:
     samples = history.samples(key)
     depths = [float(s.depth) for s in samples]
     rates = history.rates(key)
+    depth_now = "" if not samples else ", now %s (max %s)" % (
+        _num(samples[-1].depth),
+        _num(max(s.depth for s in samples)),
+    )
+    rate_max = "" if not rates else " (max %.1f/s)" % (max(rates),)
     return el(
         "div",
         {"class_": "charts"},
@@ -160,13 +174,13 @@ def charts(history: Any, key: str) -> Safe:
             "figure",
             None,
             sparkline(depths, "depth", 320, 60),
-            el("figcaption", None, "depth (last minutes)"),
+            el("figcaption", None, "depth, last minutes", depth_now),
         ),
         el(
             "figure",
             None,
             sparkline(rates, "messages/s", 320, 60),
-            el("figcaption", None, "message rate, ", _rate(history.rate(key))),
+            el("figcaption", None, "message rate, now ", _rate(history.rate(key)), rate_max),
         ),
     )
 
