@@ -270,9 +270,35 @@ def client_tls_options(
     from twisted.internet.ssl import optionsForClientTLS
 
     trust = trust or shared_pki().ca
+    maximum = extra.get("lowerMaximumSecurityTo")
+    if maximum is not None:
+        extra["lowerMaximumSecurityTo"] = _twisted_maximum_argument(maximum)
     return optionsForClientTLS(
         hostname,
         trustRoot=trust.certificate(),
         clientCertificate=client.private_certificate() if client is not None else None,
         extraCertificateOptions=extra or None,
     )
+
+
+def _twisted_maximum_argument(maximum: Any) -> Any:
+    """
+    What to pass as ``lowerMaximumSecurityTo`` for connections that go no
+    higher than ``maximum``.  Twisted 25.5 (the last release for Python
+    3.9, hence PyPy's) also excludes the version it is given, leaving no
+    protocol at all for TLS 1.2: there the next version up is passed.
+    """
+    from OpenSSL import SSL
+    from twisted.internet.ssl import CertificateOptions, TLSVersion
+
+    context = CertificateOptions(lowerMaximumSecurityTo=maximum).getContext()
+    connection = SSL.Connection(context, None)
+    connection.set_connect_state()
+    try:
+        connection.do_handshake()
+    except SSL.WantReadError:
+        return maximum
+    except SSL.Error:
+        pass
+    following = {TLSVersion.TLSv1_1: TLSVersion.TLSv1_2, TLSVersion.TLSv1_2: TLSVersion.TLSv1_3}
+    return following[maximum]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 import sys
 from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence
 
@@ -22,6 +23,13 @@ REQUIREMENTS: Dict[str, str] = {
     "pynsq": "pynsq==0.9.1 'tornado<6.2'",
     "gnsq": "gnsq==1.0.2 'urllib3<2' (pulls in gevent)",
 }
+
+#: Why a client cannot run under this interpreter at all (None: it can).
+#: gevent, under gnsq, has no PyPy build; the CPython environment runs
+#: the gnsq tests.
+GNSQ_UNAVAILABLE: Optional[str] = (
+    "gnsq needs gevent, which has no PyPy build (tox's py3 environment runs this)"
+    if platform.python_implementation() == "PyPy" else None)
 
 
 class ScriptResult(NamedTuple):

@@ -14,7 +14,7 @@ from typing import Any
 from twisted.internet.defer import inlineCallbacks
 from twisted.trial.unittest import TestCase
 
-from tests.interop.harness import REQUIREMENTS, ScriptResult, run_script
+from tests.interop.harness import GNSQ_UNAVAILABLE, REQUIREMENTS, ScriptResult, run_script
 
 
 class ClientTestCase(TestCase):
@@ -76,6 +76,8 @@ class PynsqTests(ClientTestCase):
 
 class GnsqTests(ClientTestCase):
     """gnsq 1.0.2 (gevent)."""
+
+    skip = GNSQ_UNAVAILABLE
 
     @inlineCallbacks
     def test_producer_and_consumer(self) -> Any:
@@ -198,6 +200,8 @@ class PynsqUpgradeTests(UpgradeTestCase):
 
 class GnsqUpgradeTests(UpgradeTestCase):
     """gnsq 1.0.2 (gevent) with IDENTIFY upgrades (its Producer patched for wtolson/gnsq#25)."""
+
+    skip = GNSQ_UNAVAILABLE
 
     @inlineCallbacks
     def test_tls_and_snappy(self) -> Any:

@@ -107,8 +107,12 @@ def memory_summary(top: int = 30) -> str:
     if get_threshold is not None:
         out.append("threshold %s\n" % (" ".join(str(n) for n in get_threshold()),))
     get_stats = getattr(gc, "get_stats", None)
-    if get_stats is not None:
-        for generation, stats in enumerate(get_stats()):
+    gc_stats = get_stats() if get_stats is not None else []
+    if not isinstance(gc_stats, list):
+        # PyPy: one GcStats object with a readable summary, not generations.
+        out.append("%s\n" % (gc_stats,))
+    else:
+        for generation, stats in enumerate(gc_stats):
             out.append(
                 "generation %d: collections %s collected %s uncollectable %s\n"
                 % (

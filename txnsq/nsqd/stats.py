@@ -35,11 +35,10 @@ import os
 import platform
 import sys
 import time
-import tracemalloc
 from collections import deque
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any, Deque, Dict, Iterable, List, Optional
+from typing import TYPE_CHECKING, Any, Deque, Dict, Iterable, List, Optional, Tuple
 
 from txnsq import __version__
 from txnsq.cli import format_duration_ns
@@ -501,7 +500,11 @@ def collect(
 
 
 class _GCPauses:
-    """The durations of the last 256 collections, timed by ``gc.callbacks``."""
+    """
+    The durations of the last 256 collections, timed by ``gc.callbacks``.
+    PyPy has no ``gc.callbacks``; there its major collections are counted
+    through ``gc.hooks`` (when no other hook is set), and no pause is timed.
+    """
 
     def __init__(self) -> None:
         # Go's MemStats.PauseNs is a ring of the last 256 pauses.
@@ -511,11 +514,20 @@ class _GCPauses:
         self.installed = False
 
     def install(self) -> None:
-        callbacks = getattr(gc, "callbacks", None)
-        if self.installed or callbacks is None:
+        if self.installed:
             return
-        callbacks.append(self._callback)
-        self.installed = True
+        callbacks = getattr(gc, "callbacks", None)
+        if callbacks is not None:
+            callbacks.append(self._callback)
+            self.installed = True
+            return
+        hooks = getattr(gc, "hooks", None)
+        if hooks is not None and hooks.on_gc_collect is None:
+            hooks.on_gc_collect = self._collected
+            self.installed = True
+
+    def _collected(self, stats: Any) -> None:
+        self.runs += stats.count
 
     def _callback(self, phase: str, info: Dict[str, Any]) -> None:
         if phase == "start":
@@ -573,6 +585,17 @@ def _gc_total_runs() -> int:
         return _gc_pauses.runs
 
 
+def _traced_memory() -> Optional[Tuple[int, int]]:
+    """``tracemalloc``'s (current, peak) while it traces; None otherwise."""
+    try:
+        import tracemalloc
+    except ImportError:  # PyPy has no _tracemalloc
+        return None
+    if not tracemalloc.is_tracing():
+        return None
+    return tracemalloc.get_traced_memory()
+
+
 def memory_stats() -> MemStats:
     """
     The process's memory under Go's names, mapped to what Python knows:
@@ -600,14 +623,16 @@ def memory_stats() -> MemStats:
     blocks = getattr(sys, "getallocatedblocks", None)
     heap_objects = blocks() if blocks is not None else 0
     idle = 0
-    if tracemalloc.is_tracing():
-        in_use, peak = tracemalloc.get_traced_memory()
+    traced = _traced_memory()
+    if traced is not None:
+        in_use, peak = traced
         idle = peak - in_use
     else:
         in_use = _resident_bytes()
     pauses = sorted(_gc_pauses.pauses)
     next_gc = 0
-    if gc.isenabled():
+    # PyPy's collector is not generational by object count: no threshold.
+    if gc.isenabled() and hasattr(gc, "get_threshold"):
         next_gc = max(gc.get_threshold()[0] - gc.get_count()[0], 0)
     return MemStats(
         heap_objects=heap_objects,
