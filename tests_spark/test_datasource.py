@@ -257,3 +257,65 @@ class SinkTests(_SparkCase):
         wait_until(lambda: received.update(self.drained(out, "check")) or len(received) >= count, TIMEOUT, "the output", 0.5)
         query.stop()
         self.assertEqual(sorted(received.values()), sorted(b"S-%d" % i for i in range(count)))
+
+
+class StreamReaderRecoveryTests(SynchronousTestCase):
+    """NSQStreamReader driven as Spark's driver drives it, without the engine."""
+
+    def setUp(self) -> None:
+        self.nsqd = shared_nsqd()
+        self.topic = unique_topic("recover")
+        self.nsqd.create_channel(self.topic, "spark")
+        self.options = {
+            "nsqd_tcp_addresses": self.nsqd.tcp_address,
+            "topic": self.topic,
+            "channel": "spark",
+            "spool_path": os.path.abspath(self.mktemp()),
+            "batch_timeout": "0.3",
+        }
+
+    def reader(self) -> Any:
+        from txnsq.spark.datasource import NSQStreamReader
+
+        reader = NSQStreamReader(SourceOptions.parse(self.options, True))
+        self.addCleanup(reader.stop)
+        return reader
+
+    def rows(self, reader: Any, start: dict, end: dict) -> List[Tuple[Any, ...]]:
+        return [row for part in reader.partitions(start, end) for row in reader.read(part)]
+
+    def test_replay_after_restart(self) -> None:
+        """A batch planned but not committed is re-read from the spool with the same rows after a restart; commit FINs."""
+        conn = BlockingConnection(self.nsqd.tcp_address)
+        conn.mpublish(self.topic, [b"a", b"b", b"c"])
+        conn.close()
+        first = self.reader()
+        start = first.initialOffset()
+        end = wait_until(lambda: (lambda e: e if e != start else None)(first.latestOffset(start, None)), 20, "a batch")
+        self.assertEqual(end, {"batch": 1})
+        rows = self.rows(first, start, end)
+        self.assertEqual(sorted(r[5] for r in rows), [b"a", b"b", b"c"])
+        first.stop()
+
+        second = self.reader()
+        self.assertEqual(self.rows(second, start, end), rows)
+        # The driver that died had not FINed: nsqd delivers them again.
+        again = wait_until(lambda: (lambda e: e if e != end else None)(second.latestOffset(end, None)), 20, "the redelivery")
+        self.assertEqual(again, {"batch": 2})
+        redelivered = self.rows(second, end, again)
+        self.assertEqual(sorted((r[0], r[2]) for r in redelivered), sorted((r[0], 2) for r in rows))
+        second.commit(again)
+        self.assertEqual(second.spool.batches(), [])
+        wait_until(lambda: self.nsqd.channel_stats(self.topic, "spark")["in_flight_count"] == 0, 20, "the FINs")
+
+    def test_no_start_offset(self) -> None:
+        """Called without a start offset (Spark before 4.2), numbering continues from the spool's last batch."""
+        reader = self.reader()
+        reader.spool.set_last_batch(7)
+        self.assertEqual(reader.latestOffset(), {"batch": 7})
+        conn = BlockingConnection(self.nsqd.tcp_address)
+        conn.publish(self.topic, b"x")
+        conn.close()
+        end = wait_until(lambda: (lambda e: e if e != {"batch": 7} else None)(reader.latestOffset()), 20, "a batch")
+        self.assertEqual(end, {"batch": 8})
+        self.assertEqual([r[5] for r in self.rows(reader, {"batch": 7}, end)], [b"x"])

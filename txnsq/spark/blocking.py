@@ -40,7 +40,6 @@ from txnsq.protocol.compression import (
 )
 from txnsq.protocol.frames import (
     FRAME_TYPE_ERROR,
-    FRAME_TYPE_MESSAGE,
     FRAME_TYPE_RESPONSE,
     FrameError,
     FrameParser,
@@ -53,6 +52,7 @@ __all__ = [
     "BlockingConnection",
     "ClientSettings",
     "NSQConnectionFailed",
+    "NSQError",
     "lookup_nsqd_addresses",
 ]
 
