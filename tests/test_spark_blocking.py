@@ -170,3 +170,61 @@ class LookupTests(SynchronousTestCase):
         address = _free_address()
         error = self.assertRaises(NSQConnectionFailed, lookup_nsqd_addresses, [address], "t", 2.0)
         self.assertIn(address, str(error))
+
+
+class BlockingAuthTests(SynchronousTestCase):
+    """BlockingConnection with an nsqd that requires AUTH."""
+
+    def setUp(self) -> None:
+        import http.server
+        import json
+        import threading
+        from urllib.parse import parse_qs, urlsplit
+
+        secrets = self.secrets = []  # type: list
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                secret = parse_qs(urlsplit(self.path).query).get("secret", [""])[0]
+                secrets.append(secret)
+                if secret != "s3cret":
+                    self.send_response(403)
+                    self.end_headers()
+                    return
+                body = json.dumps({
+                    "ttl": 3600, "identity": "spark", "identity_url": "",
+                    "authorizations": [{"permissions": ["publish", "subscribe"], "topic": ".*", "channels": [".*"]}],
+                }).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        server = http.server.HTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        self.addCleanup(server.server_close)
+        self.addCleanup(server.shutdown)
+        self.nsqd = NSQDProcess("--auth-http-address=127.0.0.1:%d" % (server.server_address[1],))
+        self.addCleanup(self.nsqd.stop)
+
+    def test_auth(self) -> None:
+        """AUTH is sent when nsqd requires it; its reply is kept and commands are then allowed."""
+        conn = BlockingConnection(self.nsqd.tcp_address, ClientSettings(auth_secret="s3cret"))
+        self.addCleanup(conn.close)
+        self.assertEqual(conn.auth_response["identity"], "spark")
+        conn.publish("authed", b"x")
+        self.assertEqual(self.secrets, ["s3cret"])
+
+    def test_no_secret(self) -> None:
+        """Without auth_secret the connection fails, saying which option to set."""
+        error = self.assertRaises(NSQConnectionFailed, BlockingConnection, self.nsqd.tcp_address)
+        self.assertIn("auth_secret", str(error))
+
+    def test_refused(self) -> None:
+        """A secret the auth server refuses fails with nsqd's error."""
+        error = self.assertRaises(NSQError, BlockingConnection, self.nsqd.tcp_address, ClientSettings(auth_secret="nope"))
+        self.assertIn("E_AUTH", error.code)
