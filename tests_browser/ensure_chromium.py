@@ -41,7 +41,7 @@ def main() -> None:
     sys.stdout.flush()
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
     subprocess.check_call(_apt(["update"]), env=env)
-    subprocess.check_call(_apt(["install", "-y", "--no-install-recommends", "chromium"]), env=env)
+    subprocess.check_call(_apt(["install", "-y", "chromium"]), env=env)
     if not os.path.exists(CHROMIUM):
         raise SystemExit("apt-get installed chromium but %s is still missing" % (CHROMIUM,))
 
