@@ -623,3 +623,28 @@ class DurationTests(SynchronousTestCase):
         for value in (0, 1, 999, 1000, 1500, 10**6, 123456789, 61 * 10**9, 7 * 3600 * 10**9 + 3):
             self.assertEqual(parse_duration_ns(format_duration_ns(value)), value)
             self.assertEqual(parse_duration_ns(format_duration_ns(-value)), -value)
+
+
+class SettingsFromTests(SynchronousTestCase):
+    """settings_from applies parsed flags to a daemon's settings object."""
+
+    class Settings:
+        def __init__(self) -> None:
+            self.size = 1
+            self.name = "x"
+
+    def test_fresh(self) -> None:
+        """Without defaults a new settings object gets every flag's value."""
+        parsed = parse_flags([Flag("size", INT, 5, "")], ["--size=3"])
+        settings = cli.settings_from(parsed, None, self.Settings)
+        self.assertEqual((settings.size, settings.name), (3, "x"))
+
+    def test_defaults_copied(self) -> None:
+        """With defaults a copy is changed; the defaults stay as they were."""
+        defaults = self.Settings()
+        defaults.name = "kept"
+        parsed = parse_flags([Flag("size", INT, 5, "")], [])
+        settings = cli.settings_from(parsed, defaults, self.Settings)
+        self.assertIsNot(settings, defaults)
+        self.assertEqual((settings.size, settings.name), (5, "kept"))
+        self.assertEqual(defaults.size, 1)

@@ -26,6 +26,7 @@ from txnsq.nsqd.options import (
     TLS_REQUIRED,
     TLS_REQUIRED_EXCEPT_HTTP,
     NSQDOptions,
+    check_listen_address,
     default_node_id,
     listen_endpoint_description,
     nsqd_flags,
@@ -628,6 +629,25 @@ class ValidateTests(SynchronousTestCase):
             "settings as flags",
             config="nsqd.cfg",
         )
+
+
+class CheckListenAddressTests(SynchronousTestCase):
+    """check_listen_address refuses a listen flag's unusable value, naming the flag."""
+
+    def test_usable(self) -> None:
+        """host:port and endpoint descriptions pass."""
+        check_listen_address("tcp-address", "127.0.0.1:0")
+        check_listen_address("tcp-address", "unix:/run/nsqd.sock")
+
+    def test_empty(self) -> None:
+        """An empty value must not be."""
+        error = self.assertRaises(ValueError, check_listen_address, "http-address", "")
+        self.assertEqual(str(error), "--http-address must not be empty")
+
+    def test_unreadable(self) -> None:
+        """Another value is refused with the flag and the reason."""
+        error = self.assertRaises(ValueError, check_listen_address, "tcp-address", "nonsense")
+        self.assertTrue(str(error).startswith("--tcp-address: invalid listen address 'nonsense'"))
 
 
 class ListenEndpointTests(SynchronousTestCase):

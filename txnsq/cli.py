@@ -30,6 +30,7 @@ Go's duration syntax (``1m30s``, ``100ms``, ``1.5h``, ``1µs``) is parsed by
 
 from __future__ import annotations
 
+import copy
 import math
 import platform
 import re
@@ -45,6 +46,7 @@ from typing import (
     Optional,
     Sequence,
     Set,
+    TypeVar,
     Union,
 )
 
@@ -78,6 +80,7 @@ __all__ = [
     "parse_go_float",
     "parse_go_int",
     "run_or_exit",
+    "settings_from",
 ]
 
 # Flag kinds.  Each mirrors a Go flag type; the comment names it.
@@ -305,6 +308,23 @@ class ParsedFlags:
             sorted(self.given),
             self.args,
         )
+
+
+_Settings = TypeVar("_Settings")
+
+
+def settings_from(
+    parsed: ParsedFlags, defaults: Optional[_Settings], new: Callable[[], _Settings]
+) -> _Settings:
+    """
+    A daemon's settings from its parsed flags: a copy of ``defaults`` (a
+    fresh ``new()`` when ``None``) with each flag's value set on the
+    attribute of its name; ``defaults`` is left as it was.
+    """
+    settings = copy.copy(defaults) if defaults is not None else new()
+    for attr, value in parsed.values.items():
+        setattr(settings, attr, value)
+    return settings
 
 
 def _flag_table(flags: Iterable[Flag]) -> Dict[str, Flag]:

@@ -15,14 +15,13 @@ no graphite).
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 from typing import List, Optional, Sequence
 
 from txnsq import cli
-from txnsq.cli import BOOL, DURATION, STRING, STRING_LIST, VALUE, Flag
-from txnsq.logging import LOG_LEVEL_LABELS, LOG_LEVELS, parse_log_level_flag
-from txnsq.nsqd.options import listen_endpoint_description
+from txnsq.cli import BOOL, DURATION, STRING, STRING_LIST, Flag
+from txnsq.logging import log_flags, parse_log_level_flag
+from txnsq.nsqd.options import check_listen_address
 
 __all__ = [
     "NSQAdminOptions",
@@ -68,11 +67,8 @@ class NSQAdminOptions:
 
         :raises ValueError: naming the flag and what is wrong.
         """
-        if self.log_level.lower() not in LOG_LEVELS:
-            raise ValueError(
-                "invalid log level '%s' (debug, info, warn, error, fatal)" % (self.log_level,)
-            )
-        self.log_level = self.log_level.lower()
+        # Checked and lower-cased as the flag is (FlagValueError is a ValueError).
+        self.log_level = parse_log_level_flag(self.log_level)
         if not self.nsqd_http_addresses and not self.nsqlookupd_http_addresses:
             raise ValueError("--nsqd-http-address or --lookupd-http-address required")
         if self.nsqd_http_addresses and self.nsqlookupd_http_addresses:
@@ -80,12 +76,7 @@ class NSQAdminOptions:
         for name in ("http_client_connect_timeout", "http_client_request_timeout"):
             if getattr(self, name) <= 0:
                 raise ValueError("--%s must be positive" % (name.replace("_", "-"),))
-        if not self.http_address:
-            raise ValueError("--http-address must not be empty")
-        try:
-            listen_endpoint_description(self.http_address)
-        except ValueError as error:
-            raise ValueError("--http-address: %s" % (error,))
+        check_listen_address("http-address", self.http_address)
         if self.notification_http_endpoint and not (
             self.notification_http_endpoint.startswith("http://")
             or self.notification_http_endpoint.startswith("https://")
@@ -112,16 +103,7 @@ def nsqadmin_flags(defaults: Optional[NSQAdminOptions] = None) -> List[Flag]:
     return [
         Flag("version", BOOL, False, "print version string"),
         Flag("config", STRING, "", "path to config file"),
-        Flag(
-            "log-level",
-            VALUE,
-            o.log_level,
-            "set log verbosity: debug, info, warn, error, or fatal",
-            parse=parse_log_level_flag,
-            default_text=LOG_LEVEL_LABELS.get(o.log_level.lower(), o.log_level),
-        ),
-        Flag("log-prefix", STRING, o.log_prefix, "log message prefix"),
-        Flag("verbose", BOOL, False, "[deprecated] has no effect, use --log-level", ignored=True),
+        *log_flags(o.log_level, o.log_prefix),
         Flag("http-address", STRING, o.http_address, "<addr>:<port> to listen on for HTTP clients"),
         Flag("base-path", STRING, o.base_path, "URL base path"),
         Flag("graphite-url", STRING, o.graphite_url, "graphite HTTP address"),
@@ -233,13 +215,6 @@ def nsqadmin_flags(defaults: Optional[NSQAdminOptions] = None) -> List[Flag]:
     ]
 
 
-def _options_from(parsed: cli.ParsedFlags, defaults: Optional[NSQAdminOptions]) -> NSQAdminOptions:
-    options = dataclasses.replace(defaults) if defaults is not None else NSQAdminOptions()
-    for attr, value in parsed.values.items():
-        setattr(options, attr, value)
-    return options
-
-
 def parse_nsqadmin_args(
     argv: Sequence[str], defaults: Optional[NSQAdminOptions] = None
 ) -> NSQAdminOptions:
@@ -249,7 +224,8 @@ def parse_nsqadmin_args(
     :raises txnsq.cli.FlagError: for a bad command line (Go's message).
     :raises txnsq.cli.HelpRequested: for ``-h``/``--help``.
     """
-    return _options_from(cli.parse_flags(nsqadmin_flags(defaults), argv), defaults)
+    parsed = cli.parse_flags(nsqadmin_flags(defaults), argv)
+    return cli.settings_from(parsed, defaults, NSQAdminOptions)
 
 
 def parse_nsqadmin_args_or_exit(
@@ -257,4 +233,4 @@ def parse_nsqadmin_args_or_exit(
 ) -> NSQAdminOptions:
     """:func:`parse_nsqadmin_args` for the console script: Go's exits on errors and ``-h``."""
     parsed = cli.run_or_exit(nsqadmin_flags(defaults), argv, "nsqadmin")
-    return _options_from(parsed, defaults)
+    return cli.settings_from(parsed, defaults, NSQAdminOptions)

@@ -16,7 +16,6 @@ the latter.
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import ipaddress
 import re
@@ -27,7 +26,7 @@ from functools import lru_cache
 from typing import Any, Dict, FrozenSet, List, Optional, Sequence, Tuple
 
 from txnsq import cli
-from txnsq.logging import LOG_LEVEL_LABELS, LOG_LEVELS, parse_log_level_flag
+from txnsq.logging import LOG_LEVELS, log_flags, parse_log_level_flag
 from txnsq.cli import (
     BOOL,
     BOOL_VALUE,
@@ -48,6 +47,7 @@ __all__ = [
     "TLS_REQUIRED_EXCEPT_HTTP",
     "TLS_VERSIONS",
     "NSQDOptions",
+    "check_listen_address",
     "default_node_id",
     "listen_endpoint_description",
     "nsqd_flags",
@@ -184,12 +184,8 @@ class NSQDOptions:
         """
         if not 0 <= self.node_id < 1024:
             raise ValueError("--node-id must be [0,1024)")
-        if self.log_level.lower() not in LOG_LEVELS:
-            raise ValueError(
-                "invalid log level '%s' (debug, info, warn, error, fatal)"
-                % (self.log_level,)
-            )
-        self.log_level = self.log_level.lower()
+        # Checked and lower-cased as the flag is (FlagValueError is a ValueError).
+        self.log_level = parse_log_level_flag(self.log_level)
         for name in (
             "mem_queue_size",
             "max_bytes_per_file",
@@ -271,16 +267,11 @@ class NSQDOptions:
             raise ValueError(
                 "cannot require TLS client connections without TLS key and cert"
             )
-        if not self.tcp_address:
-            raise ValueError("--tcp-address must not be empty")
         # An empty HTTP or HTTPS address turns that listener off, as in Go.
         for name in ("tcp_address", "http_address", "https_address"):
             address = getattr(self, name)
-            if address:
-                try:
-                    listen_endpoint_description(address)
-                except ValueError as error:
-                    raise ValueError("--%s: %s" % (_flag_name(name), error))
+            if address or name == "tcp_address":
+                check_listen_address(_flag_name(name), address)
         if not self.storage:
             raise ValueError("--storage must name a storage backend")
         if self.config:
@@ -347,23 +338,7 @@ def nsqd_flags(defaults: Optional[NSQDOptions] = None) -> List[Flag]:
         # basic options
         Flag("version", BOOL, False, "print version string"),
         Flag("config", STRING, "", "path to config file"),
-        Flag(
-            "log-level",
-            VALUE,
-            o.log_level,
-            "set log verbosity: debug, info, warn, error, or fatal",
-            parse=parse_log_level_flag,
-            # Go prints its LogLevel type: INFO, WARNING ...
-            default_text=LOG_LEVEL_LABELS.get(o.log_level.lower(), o.log_level),
-        ),
-        Flag("log-prefix", STRING, o.log_prefix, "log message prefix"),
-        Flag(
-            "verbose",
-            BOOL,
-            False,
-            "[deprecated] has no effect, use --log-level",
-            ignored=True,
-        ),
+        *log_flags(o.log_level, o.log_prefix),
         Flag(
             "node-id",
             INT,
@@ -662,13 +637,6 @@ def nsqd_flags(defaults: Optional[NSQDOptions] = None) -> List[Flag]:
     ]
 
 
-def _options_from(parsed: cli.ParsedFlags, defaults: Optional[NSQDOptions]) -> NSQDOptions:
-    options = dataclasses.replace(defaults) if defaults is not None else NSQDOptions()
-    for attr, value in parsed.values.items():
-        setattr(options, attr, value)
-    return options
-
-
 def parse_nsqd_args(
     argv: Sequence[str], defaults: Optional[NSQDOptions] = None
 ) -> NSQDOptions:
@@ -682,7 +650,7 @@ def parse_nsqd_args(
     :raises txnsq.cli.HelpRequested: for ``-h``/``--help``.
     """
     parsed = cli.parse_flags(nsqd_flags(defaults), argv)
-    return _options_from(parsed, defaults)
+    return cli.settings_from(parsed, defaults, NSQDOptions)
 
 
 def parse_nsqd_args_or_exit(
@@ -694,7 +662,7 @@ def parse_nsqd_args_or_exit(
     ``-h`` print the usage and exit 0.
     """
     parsed = cli.run_or_exit(nsqd_flags(defaults), argv, "nsqd")
-    return _options_from(parsed, defaults)
+    return cli.settings_from(parsed, defaults, NSQDOptions)
 
 
 # --- listen addresses -------------------------------------------------------
@@ -759,6 +727,21 @@ def _split_host_port(address: str) -> Tuple[str, str]:
     if "]" in address[finish:]:
         raise ValueError("unexpected ']' in address")
     return host, address[colon + 1 :]
+
+
+def check_listen_address(flag: str, address: str) -> None:
+    """
+    Refuse the value of the listen flag ``--flag`` when it is empty or
+    :func:`listen_endpoint_description` cannot read it.
+
+    :raises ValueError: ``--flag must not be empty`` or ``--flag: reason``.
+    """
+    if not address:
+        raise ValueError("--%s must not be empty" % (flag,))
+    try:
+        listen_endpoint_description(address)
+    except ValueError as error:
+        raise ValueError("--%s: %s" % (flag, error))
 
 
 def listen_endpoint_description(address: str) -> str:

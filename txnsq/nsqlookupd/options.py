@@ -13,15 +13,14 @@ description, as for nsqd.
 
 from __future__ import annotations
 
-import dataclasses
 import socket
 from dataclasses import dataclass, field
 from typing import List, Optional, Sequence
 
 from txnsq import cli
-from txnsq.cli import BOOL, DURATION, STRING, VALUE, Flag
-from txnsq.logging import LOG_LEVEL_LABELS, LOG_LEVELS, parse_log_level_flag
-from txnsq.nsqd.options import listen_endpoint_description
+from txnsq.cli import BOOL, DURATION, STRING, Flag
+from txnsq.logging import log_flags, parse_log_level_flag
+from txnsq.nsqd.options import check_listen_address
 
 __all__ = [
     "NSQLookupdOptions",
@@ -56,11 +55,8 @@ class NSQLookupdOptions:
 
         :raises ValueError: naming the flag and what is wrong with it.
         """
-        if self.log_level.lower() not in LOG_LEVELS:
-            raise ValueError(
-                "invalid log level '%s' (debug, info, warn, error, fatal)" % (self.log_level,)
-            )
-        self.log_level = self.log_level.lower()
+        # Checked and lower-cased as the flag is (FlagValueError is a ValueError).
+        self.log_level = parse_log_level_flag(self.log_level)
         for name in ("inactive_producer_timeout", "tombstone_lifetime"):
             value = getattr(self, name)
             if value < 0:
@@ -68,15 +64,8 @@ class NSQLookupdOptions:
                     "--%s must not be negative (%s)"
                     % (name.replace("_", "-"), cli.format_duration(value))
                 )
-        for name in ("tcp_address", "http_address"):
-            flag = name.replace("_", "-")
-            address = getattr(self, name)
-            if not address:
-                raise ValueError("--%s must not be empty" % (flag,))
-            try:
-                listen_endpoint_description(address)
-            except ValueError as error:
-                raise ValueError("--%s: %s" % (flag, error))
+        check_listen_address("tcp-address", self.tcp_address)
+        check_listen_address("http-address", self.http_address)
         if self.config:
             raise ValueError(
                 "--config is not supported yet (config file %r): give the "
@@ -93,23 +82,7 @@ def nsqlookupd_flags(defaults: Optional[NSQLookupdOptions] = None) -> List[Flag]
     return [
         Flag("config", STRING, "", "path to config file"),
         Flag("version", BOOL, False, "print version string"),
-        Flag(
-            "log-level",
-            VALUE,
-            o.log_level,
-            "set log verbosity: debug, info, warn, error, or fatal",
-            parse=parse_log_level_flag,
-            # Go prints its LogLevel type: INFO, WARNING ...
-            default_text=LOG_LEVEL_LABELS.get(o.log_level.lower(), o.log_level),
-        ),
-        Flag("log-prefix", STRING, o.log_prefix, "log message prefix"),
-        Flag(
-            "verbose",
-            BOOL,
-            False,
-            "[deprecated] has no effect, use --log-level",
-            ignored=True,
-        ),
+        *log_flags(o.log_level, o.log_prefix),
         Flag(
             "tcp-address",
             STRING,
@@ -143,15 +116,6 @@ def nsqlookupd_flags(defaults: Optional[NSQLookupdOptions] = None) -> List[Flag]
     ]
 
 
-def _options_from(
-    parsed: cli.ParsedFlags, defaults: Optional[NSQLookupdOptions]
-) -> NSQLookupdOptions:
-    options = dataclasses.replace(defaults) if defaults is not None else NSQLookupdOptions()
-    for attr, value in parsed.values.items():
-        setattr(options, attr, value)
-    return options
-
-
 def parse_nsqlookupd_args(
     argv: Sequence[str], defaults: Optional[NSQLookupdOptions] = None
 ) -> NSQLookupdOptions:
@@ -166,7 +130,7 @@ def parse_nsqlookupd_args(
     :raises txnsq.cli.HelpRequested: for ``-h``/``--help``.
     """
     parsed = cli.parse_flags(nsqlookupd_flags(defaults), argv)
-    return _options_from(parsed, defaults)
+    return cli.settings_from(parsed, defaults, NSQLookupdOptions)
 
 
 def parse_nsqlookupd_args_or_exit(
@@ -178,4 +142,4 @@ def parse_nsqlookupd_args_or_exit(
     ``-h`` print the usage and exit 0.
     """
     parsed = cli.run_or_exit(nsqlookupd_flags(defaults), argv, "nsqlookupd")
-    return _options_from(parsed, defaults)
+    return cli.settings_from(parsed, defaults, NSQLookupdOptions)
