@@ -392,6 +392,19 @@ class ConsumeTests(ProtocolTestCase):
         client.send(b"NOP\n" + pub(b"t", b"x"))
         self.assertEqual(client.raw(), OK)
 
+    def test_commands_after_a_failed_fin_in_the_same_read(self) -> None:
+        """Commands that follow a failed FIN in the same read still run, as in Go."""
+        client = self.subscribe(rdy=0)
+        client.send(b"FIN 0123456789abcdef\n" + pub(b"t", b"x") + b"FIN 0123456789abcdeg\n" + pub(b"t", b"y"))
+        self.assertEqual(
+            client.raw(),
+            frame(ERROR, b"E_FIN_FAILED FIN 0123456789abcdef failed ID not in flight")
+            + OK
+            + frame(ERROR, b"E_FIN_FAILED FIN 0123456789abcdeg failed ID not in flight")
+            + OK,
+        )
+        self.assertFalse(client.closed)
+
     def test_fin_other_consumers_message(self) -> None:
         """FIN of a message in flight to another consumer fails."""
         first = self.subscribe()

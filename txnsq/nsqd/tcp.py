@@ -338,24 +338,28 @@ class NSQDProtocol(Protocol):
             channel.hold()
         try:
             while not self._dead and not self._blocked:
-                if channel is not None:
-                    msg_id = parser.next_fin_id()
-                    if msg_id is not None:
-                        self._finish(msg_id)
-                        continue
-                command = parser.next_command()
-                if command is None:
-                    return
-                handler = handlers.get(command.name)
-                if handler is None:
-                    raise protocol_error(
-                        "E_INVALID", b"invalid command " + command.name
-                    )
-                if self._needs_tls and command.name != b"IDENTIFY":
-                    self._refuse_without_tls(command.name)
-                handler(command)
-        except ProtocolError as error:
-            self._send_error(error)
+                # A non-fatal error (E_FIN_FAILED, E_REQ_FAILED, ...) is
+                # answered and the commands after it run, as Go's IOLoop
+                # goes on; a fatal one closes the connection (_dead).
+                try:
+                    if channel is not None:
+                        msg_id = parser.next_fin_id()
+                        if msg_id is not None:
+                            self._finish(msg_id)
+                            continue
+                    command = parser.next_command()
+                    if command is None:
+                        return
+                    handler = handlers.get(command.name)
+                    if handler is None:
+                        raise protocol_error(
+                            "E_INVALID", b"invalid command " + command.name
+                        )
+                    if self._needs_tls and command.name != b"IDENTIFY":
+                        self._refuse_without_tls(command.name)
+                    handler(command)
+                except ProtocolError as error:
+                    self._send_error(error)
         except LineTooLong:
             # Go's 16 KiB read buffer overflows: it drops the connection
             # without a word.
