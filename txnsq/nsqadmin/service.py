@@ -10,14 +10,14 @@ same service.  It listens on ``--http-address`` and logs
 
 from __future__ import annotations
 
-import sys
-from typing import Any, List, Optional, Sequence
+from typing import Any, Optional, Sequence
 
 from twisted.application.service import MultiService
 from twisted.internet.defer import Deferred, maybeDeferred
 from twisted.logger import Logger
 
 from txnsq.cli import version_string
+from txnsq.daemon import run_console_script
 from txnsq.http.site import GoSite
 from txnsq.nsqadmin.options import NSQAdminOptions
 from txnsq.nsqd.listener import ListeningService
@@ -105,35 +105,4 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     """The ``nsqadmin`` console script: Go nsqadmin's flags, the same service."""
     from txnsq.nsqadmin.options import parse_nsqadmin_args_or_exit
 
-    arguments: List[str] = list(sys.argv[1:] if argv is None else argv)
-    options = parse_nsqadmin_args_or_exit(arguments)
-    if options.version:
-        sys.stdout.write(version_string("nsqadmin") + "\n")
-        sys.exit(0)
-    try:
-        options.validate()
-    except ValueError as error:
-        sys.stderr.write("nsqadmin: %s\n" % (error,))
-        sys.exit(1)
-
-    from twisted.internet import reactor
-
-    from txnsq.logging import start_console_logging
-
-    start_console_logging("nsqadmin", options.log_level, options.log_prefix)
-    service = NSQAdminService(options, reactor)
-    outcome = {"code": 0}
-
-    def listen_failed(failure: Any) -> None:
-        outcome["code"] = 1
-        reactor.stop()  # type: ignore[attr-defined]
-
-    reactor.callWhenRunning(service.startService)  # type: ignore[attr-defined]
-    reactor.callWhenRunning(  # type: ignore[attr-defined]
-        lambda: service.whenListening().addErrback(listen_failed)
-    )
-    reactor.addSystemEventTrigger(  # type: ignore[attr-defined]
-        "before", "shutdown", service.stopService
-    )
-    reactor.run()  # type: ignore[attr-defined]
-    sys.exit(outcome["code"])
+    run_console_script("nsqadmin", argv, parse_nsqadmin_args_or_exit, NSQAdminService)

@@ -9,10 +9,10 @@ not the requested one.
 
 from __future__ import annotations
 
-from typing import List, Optional
+from typing import Any, List, Optional, Sequence
 
 from twisted.application.service import Service
-from twisted.internet.defer import Deferred, succeed
+from twisted.internet.defer import Deferred, DeferredList, succeed
 from twisted.internet.endpoints import serverFromString
 from twisted.internet.interfaces import IListeningPort, IProtocolFactory
 from twisted.logger import Logger
@@ -24,6 +24,35 @@ def format_address(host: str, port: int) -> str:
     if ":" in host:
         return "[%s]:%d" % (host, port)
     return "%s:%d" % (host, port)
+
+
+def describe_address(address: object) -> str:
+    """
+    Where a listening port is, for the log: ``host:port`` as Go renders it,
+    or a UNIX socket's path.
+    """
+    host = getattr(address, "host", None)
+    if host is None:
+        return str(getattr(address, "name", address))
+    return format_address(host, getattr(address, "port", 0))
+
+
+def when_all_listening(listeners: Sequence["ListeningService"]) -> "Deferred[None]":
+    """
+    Fires with ``None`` once every listener is up; fails with the first
+    listener's failure if any could not listen.
+    """
+    waits = [listener.whenListening() for listener in listeners]
+    done = DeferredList(waits, fireOnOneErrback=True, consumeErrors=True)
+
+    def unwrap(result: object) -> None:
+        return None
+
+    def first_failure(failure: Any) -> Any:
+        return failure.value.subFailure
+
+    done.addCallbacks(unwrap, first_failure)
+    return done  # type: ignore[return-value]
 
 
 class ListeningService(Service):
@@ -56,14 +85,10 @@ class ListeningService(Service):
 
     def _listened(self, port: IListeningPort) -> None:
         self.port = port
-        address = port.getHost()
-        host = getattr(address, "host", None)
-        if host is None:
-            where = str(getattr(address, "name", address))
-        else:
-            where = format_address(host, getattr(address, "port", 0))
         self._log.info(
-            "{label}: listening on {where}", label=self.label, where=where
+            "{label}: listening on {where}",
+            label=self.label,
+            where=describe_address(port.getHost()),
         )
         waiters, self._waiters = self._waiters, []
         for waiter in waiters:

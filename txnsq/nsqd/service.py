@@ -15,16 +15,17 @@ import sys
 from typing import Any, Dict, List, Optional, Sequence
 
 from twisted.application.service import MultiService
-from twisted.internet.defer import Deferred, DeferredList, maybeDeferred, succeed
+from twisted.internet.defer import Deferred, maybeDeferred, succeed
 from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 from twisted.protocols.tls import TLSMemoryBIOFactory
 
 from txnsq.cli import version_string
+from txnsq.daemon import run_console_script
 from txnsq.http.site import GoSite
 from txnsq.nsqd.broker import Broker
 from txnsq.nsqd.http import NSQDHTTPAPI
-from txnsq.nsqd.listener import ListeningService
+from txnsq.nsqd.listener import ListeningService, when_all_listening
 from txnsq.nsqd.lookup import LookupService
 from txnsq.logging import set_log_level
 from txnsq.nsqd.stats import collect, to_json, watch_gc
@@ -227,17 +228,7 @@ class NSQDService(MultiService):
 
     def whenListening(self) -> "Deferred[None]":
         """Fires when every listener is up; fails if any could not listen."""
-        waits = [listener.whenListening() for listener in self.listeners()]
-        done = DeferredList(waits, fireOnOneErrback=True, consumeErrors=True)
-
-        def unwrap(result: object) -> None:
-            return None
-
-        def first_failure(failure: Any) -> Any:
-            return failure.value.subFailure
-
-        done.addCallbacks(unwrap, first_failure)
-        return done  # type: ignore[return-value]
+        return when_all_listening(self.listeners())
 
     def stopService(self) -> "Deferred[None]":
         """
@@ -282,26 +273,13 @@ def freeze_startup_objects() -> None:
         freeze()
 
 
-def main(argv: Optional[Sequence[str]] = None) -> None:
-    """The ``nsqd`` console script: Go nsqd's flags, the same service."""
-    from txnsq.nsqd.options import parse_nsqd_args_or_exit
+def _console_service(options: NSQDOptions, reactor: Any) -> NSQDService:
+    """
+    The console script's :class:`NSQDService`, its data directory open.
 
-    arguments: List[str] = list(sys.argv[1:] if argv is None else argv)
-    options = parse_nsqd_args_or_exit(arguments)
-    if options.version:
-        sys.stdout.write(version_string("nsqd") + "\n")
-        sys.exit(0)
-    try:
-        options.validate()
-    except ValueError as error:
-        sys.stderr.write("nsqd: %s\n" % (error,))
-        sys.exit(1)
-
-    from twisted.internet import reactor
-
-    from txnsq.logging import start_console_logging
-
-    start_console_logging("nsqd", options.log_level, options.log_prefix)
+    :raises SystemExit: 1, after logging Go's message, when the TLS
+        settings or the data path cannot be used.
+    """
     try:
         service = NSQDService(options, reactor)
     except TLSConfigError as error:
@@ -314,19 +292,13 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     except DataPathError as error:
         service._log.critical("failed to instantiate nsqd - {error}", error=error)
         sys.exit(1)
-    outcome = {"code": 0}
+    return service
 
-    def listen_failed(failure: Any) -> None:
-        outcome["code"] = 1
-        reactor.stop()  # type: ignore[attr-defined]
 
-    reactor.callWhenRunning(service.startService)  # type: ignore[attr-defined]
-    reactor.callWhenRunning(freeze_startup_objects)  # type: ignore[attr-defined]
-    reactor.callWhenRunning(  # type: ignore[attr-defined]
-        lambda: service.whenListening().addErrback(listen_failed)
+def main(argv: Optional[Sequence[str]] = None) -> None:
+    """The ``nsqd`` console script: Go nsqd's flags, the same service."""
+    from txnsq.nsqd.options import parse_nsqd_args_or_exit
+
+    run_console_script(
+        "nsqd", argv, parse_nsqd_args_or_exit, _console_service, [freeze_startup_objects]
     )
-    reactor.addSystemEventTrigger(  # type: ignore[attr-defined]
-        "before", "shutdown", service.stopService
-    )
-    reactor.run()  # type: ignore[attr-defined]
-    sys.exit(outcome["code"])

@@ -10,17 +10,17 @@ same service.
 
 from __future__ import annotations
 
-import sys
 from typing import Any, Dict, List, Optional, Sequence
 
 from twisted.application.service import MultiService
-from twisted.internet.defer import Deferred, DeferredList, maybeDeferred
+from twisted.internet.defer import Deferred, maybeDeferred
 from twisted.internet.interfaces import IListeningPort
 from twisted.logger import Logger
 
-from txnsq.nsqd.listener import ListeningService, format_address
+from txnsq.nsqd.listener import ListeningService, describe_address, when_all_listening
 from txnsq.nsqd.options import listen_endpoint_description
 from txnsq.cli import version_string
+from txnsq.daemon import run_console_script
 from txnsq.http.site import GoSite
 from txnsq.nsqlookupd.core import NSQLookupd
 from txnsq.nsqlookupd.options import NSQLookupdOptions
@@ -101,31 +101,18 @@ class NSQLookupdService(MultiService):
 
     def whenListening(self) -> "Deferred[None]":
         """Fires when both listeners are up; fails if either could not listen."""
-        waits = [listener.whenListening() for listener in self.listeners()]
-        done = DeferredList(waits, fireOnOneErrback=True, consumeErrors=True)
-
-        def unwrap(result: object) -> None:
-            return None
-
-        def first_failure(failure: Any) -> Any:
-            return failure.value.subFailure
-
-        done.addCallbacks(unwrap, first_failure)
-        return done  # type: ignore[return-value]
+        return when_all_listening(self.listeners())
 
     def stopService(self) -> "Deferred[None]":
         """Stop listening and disconnect every producer (they unregister)."""
         for listener in self.listeners():
             port = listener.port
             if port is not None:
-                address = port.getHost()
-                host = getattr(address, "host", None)
-                where = (
-                    format_address(host, getattr(address, "port", 0))
-                    if host is not None
-                    else str(getattr(address, "name", address))
+                self._log.info(
+                    "{label}: closing {where}",
+                    label=listener.label,
+                    where=describe_address(port.getHost()),
                 )
-                self._log.info("{label}: closing {where}", label=listener.label, where=where)
         stopped = maybeDeferred(MultiService.stopService, self)
 
         def close(result: object) -> object:
@@ -141,36 +128,4 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     """The ``nsqlookupd`` console script: Go nsqlookupd's flags, the same service."""
     from txnsq.nsqlookupd.options import parse_nsqlookupd_args_or_exit
 
-    arguments: List[str] = list(sys.argv[1:] if argv is None else argv)
-    options = parse_nsqlookupd_args_or_exit(arguments)
-    if options.version:
-        sys.stdout.write(version_string("nsqlookupd") + "\n")
-        sys.exit(0)
-    try:
-        options.validate()
-    except ValueError as error:
-        sys.stderr.write("nsqlookupd: %s\n" % (error,))
-        sys.exit(1)
-
-    from twisted.internet import reactor
-
-    from txnsq.logging import start_console_logging
-
-    start_console_logging("nsqlookupd", options.log_level, options.log_prefix)
-    service = NSQLookupdService(options, reactor)
-    outcome = {"code": 0}
-
-    def listen_failed(failure: Any) -> None:
-        # Go exits 1 when it cannot listen; the listener logged why.
-        outcome["code"] = 1
-        reactor.stop()  # type: ignore[attr-defined]
-
-    reactor.callWhenRunning(service.startService)  # type: ignore[attr-defined]
-    reactor.callWhenRunning(  # type: ignore[attr-defined]
-        lambda: service.whenListening().addErrback(listen_failed)
-    )
-    reactor.addSystemEventTrigger(  # type: ignore[attr-defined]
-        "before", "shutdown", service.stopService
-    )
-    reactor.run()  # type: ignore[attr-defined]
-    sys.exit(outcome["code"])
+    run_console_script("nsqlookupd", argv, parse_nsqlookupd_args_or_exit, NSQLookupdService)
