@@ -210,6 +210,109 @@ def _table(headers: Sequence[str], rows: List[Any], cls: str = "") -> Safe:
     )
 
 
+def _table_or(headers: Sequence[str], rows: List[Any], cls: str, empty: str) -> Safe:
+    """The table of ``rows``, or the muted sentence ``empty`` when there are none."""
+    return _table(headers, rows, cls) if rows else el("p", {"class_": "muted"}, empty)
+
+
+def _num_cells(record: Dict[str, Any], keys: Sequence[str], default: Any = None) -> List[Safe]:
+    """
+    A right-aligned cell for each of ``keys`` of ``record``; when a
+    ``default`` is given, it stands for a missing key.
+    """
+    if default is None:
+        return [el("td", {"class_": "num"}, _num(record[key])) for key in keys]
+    return [el("td", {"class_": "num"}, _num(record.get(key, default))) for key in keys]
+
+
+def _paused_badge(paused: Any) -> Optional[Safe]:
+    return el("span", {"class_": "badge"}, "paused") if paused else None
+
+
+def _error_rows(errors: Sequence[NodeError], colspan: int) -> List[Safe]:
+    """A row for each node that failed, its reason spanning ``colspan`` cells."""
+    return [
+        el(
+            "tr",
+            {"class_": "error", "data_node": error.node},
+            el("td", None, error.node),
+            el("td", {"colspan": colspan}, error.text),
+        )
+        for error in errors
+    ]
+
+
+def _actions(
+    page: Page, api: str, kind: str, name: str, paused: Any, delete: str
+) -> Optional[Safe]:
+    """
+    An admin's Pause (or Unpause), Empty and Delete buttons for the topic or
+    channel ``name`` (``kind``) at ``api``; ``delete`` asks to confirm.
+    """
+    if not page.admin:
+        return None
+    return el(
+        "div",
+        {"class_": "actions"},
+        button(
+            "Unpause" if paused else "Pause",
+            "POST",
+            api,
+            {"action": "unpause" if paused else "pause"},
+            "%s %s %s?" % ("Unpause" if paused else "Pause", kind, name),
+        ),
+        button(
+            "Empty",
+            "POST",
+            api,
+            {"action": "empty"},
+            "Empty %s %s (its queued messages are lost)?" % (kind, name),
+        ),
+        button("Delete", "DELETE", api, None, delete),
+    )
+
+
+#: The counts of a queue (a topic's, a channel's) after its depth and rate, in column order.
+_QUEUE_COUNTS = (
+    "in_flight_count",
+    "deferred_count",
+    "requeue_count",
+    "timeout_count",
+    "message_count",
+    "client_count",
+)
+
+#: A client's counts, in the clients table's column order.
+_CLIENT_COUNTS = (
+    "ready_count",
+    "in_flight_count",
+    "finish_count",
+    "requeue_count",
+    "message_count",
+)
+
+#: The columns of a row of queue statistics (a topic's, a channel's).
+_QUEUE_COLUMNS = (
+    "Depth",
+    "Rate",
+    "In-Flight",
+    "Deferred",
+    "Requeued",
+    "Timed Out",
+    "Messages",
+    "Clients",
+)
+
+
+def _queue_cells(page: Page, key: str, depth: int, record: Dict[str, Any]) -> List[Safe]:
+    """Depth, rate (of history ``key``), the counts, messages and clients of a queue."""
+    return [
+        el("td", {"class_": "num depth"}, _num(depth)),
+        el("td", {"class_": "num rate"}, _rate(page.history.rate(key))),
+        *_num_cells(record, _QUEUE_COUNTS),
+    ]
+
+
 def total_depth(topic: Dict[str, Any]) -> int:
     """A topic's own depth plus its channels' (what waits to be delivered)."""
     return int(topic["depth"]) + sum(int(c["depth"]) for c in topic.get("channels", ()))
@@ -250,25 +353,13 @@ def topics_page(
                 )
             )
             continue
-        sums = _channel_sums(total)
+        counts = dict(_channel_sums(total), message_count=total["message_count"])
         rows.append(
             el(
                 "tr",
                 {"data_topic": name},
-                el(
-                    "td",
-                    None,
-                    link,
-                    el("span", {"class_": "badge"}, "paused") if total["paused"] else None,
-                ),
-                el("td", {"class_": "num depth"}, _num(total_depth(total))),
-                el("td", {"class_": "num rate"}, _rate(page.history.rate(name))),
-                el("td", {"class_": "num"}, _num(sums["in_flight_count"])),
-                el("td", {"class_": "num"}, _num(sums["deferred_count"])),
-                el("td", {"class_": "num"}, _num(sums["requeue_count"])),
-                el("td", {"class_": "num"}, _num(sums["timeout_count"])),
-                el("td", {"class_": "num"}, _num(total["message_count"])),
-                el("td", {"class_": "num"}, _num(sums["client_count"])),
+                el("td", None, link, _paused_badge(total["paused"])),
+                *_queue_cells(page, name, total_depth(total), counts),
                 el(
                     "td",
                     None,
@@ -278,29 +369,11 @@ def topics_page(
                 ),
             )
         )
+    headers = ["Topic", "Total depth", *_QUEUE_COLUMNS[1:], "Depth (last minutes)"]
     body = join(
         el("h1", None, "Topics"),
         warnings(errors),
-        (
-            _table(
-                [
-                    "Topic",
-                    "Total depth",
-                    "Rate",
-                    "In-Flight",
-                    "Deferred",
-                    "Requeued",
-                    "Timed Out",
-                    "Messages",
-                    "Clients",
-                    "Depth (last minutes)",
-                ],
-                rows,
-                "topics",
-            )
-            if names
-            else el("p", {"class_": "muted"}, "No topics yet.")
-        ),
+        _table_or(headers, rows, "topics", "No topics yet."),
     )
     return layout("Topics", body)
 
@@ -312,28 +385,8 @@ def _node_cell(node: str) -> Safe:
 def topic_page(page: Page, topic: str, total: Dict[str, Any], errors: Sequence[NodeError]) -> str:
     """One topic: actions, charts, a row per nsqd, a row per channel."""
     api = _path("api", "topics", topic)
-    actions = None
-    if page.admin:
-        paused = total["paused"]
-        actions = el(
-            "div",
-            {"class_": "actions"},
-            button(
-                "Unpause" if paused else "Pause",
-                "POST",
-                api,
-                {"action": "unpause" if paused else "pause"},
-                "%s topic %s?" % ("Unpause" if paused else "Pause", topic),
-            ),
-            button(
-                "Empty",
-                "POST",
-                api,
-                {"action": "empty"},
-                "Empty topic %s (its queued messages are lost)?" % topic,
-            ),
-            button("Delete", "DELETE", api, None, "Delete topic %s and all its channels?" % topic),
-        )
+    delete = "Delete topic %s and all its channels?" % topic
+    actions = _actions(page, api, "topic", topic, total["paused"], delete)
     node_rows = []
     for node in total["nodes"]:
         tombstone = None
@@ -357,22 +410,12 @@ def topic_page(page: Page, topic: str, total: Dict[str, Any], errors: Sequence[N
                     el("span", {"class_": "muted"}, node["hostname"]),
                 ),
                 el("td", {"class_": "num depth"}, _num(node["depth"])),
-                el("td", {"class_": "num"}, _num(node["memory_depth"])),
-                el("td", {"class_": "num"}, _num(node["backend_depth"])),
-                el("td", {"class_": "num"}, _num(node["message_count"])),
+                *_num_cells(node, ("memory_depth", "backend_depth", "message_count")),
                 el("td", None, "paused" if node["paused"] else ""),
                 el("td", None, tombstone),
             )
         )
-    for error in errors:
-        node_rows.append(
-            el(
-                "tr",
-                {"class_": "error", "data_node": error.node},
-                el("td", None, error.node),
-                el("td", {"colspan": 6}, error.text),
-            )
-        )
+    node_rows.extend(_error_rows(errors, 6))
     channel_rows = []
     for channel in total["channels"]:
         name = channel["channel_name"]
@@ -385,16 +428,9 @@ def topic_page(page: Page, topic: str, total: Dict[str, Any], errors: Sequence[N
                     "td",
                     None,
                     el("a", {"href": _path("topics", topic, name)}, name),
-                    el("span", {"class_": "badge"}, "paused") if channel["paused"] else None,
+                    _paused_badge(channel["paused"]),
                 ),
-                el("td", {"class_": "num depth"}, _num(channel["depth"])),
-                el("td", {"class_": "num rate"}, _rate(page.history.rate(key))),
-                el("td", {"class_": "num"}, _num(channel["in_flight_count"])),
-                el("td", {"class_": "num"}, _num(channel["deferred_count"])),
-                el("td", {"class_": "num"}, _num(channel["requeue_count"])),
-                el("td", {"class_": "num"}, _num(channel["timeout_count"])),
-                el("td", {"class_": "num"}, _num(channel["message_count"])),
-                el("td", {"class_": "num"}, _num(channel["client_count"])),
+                *_queue_cells(page, key, channel["depth"], channel),
             )
         )
     body = join(
@@ -403,7 +439,7 @@ def topic_page(page: Page, topic: str, total: Dict[str, Any], errors: Sequence[N
             None,
             "Topic ",
             el("span", {"class_": "name"}, topic),
-            el("span", {"class_": "badge"}, "paused") if total["paused"] else None,
+            _paused_badge(total["paused"]),
         ),
         warnings(errors),
         actions,
@@ -411,25 +447,7 @@ def topic_page(page: Page, topic: str, total: Dict[str, Any], errors: Sequence[N
         el("h2", None, "Nodes"),
         _table(["nsqd", "Depth", "Memory", "Backend", "Messages", "", ""], node_rows, "nodes"),
         el("h2", None, "Channels"),
-        (
-            _table(
-                [
-                    "Channel",
-                    "Depth",
-                    "Rate",
-                    "In-Flight",
-                    "Deferred",
-                    "Requeued",
-                    "Timed Out",
-                    "Messages",
-                    "Clients",
-                ],
-                channel_rows,
-                "channels",
-            )
-            if channel_rows
-            else el("p", {"class_": "muted"}, "No channels.")
-        ),
+        _table_or(["Channel", *_QUEUE_COLUMNS], channel_rows, "channels", "No channels."),
     )
     return layout("Topic " + topic, body, [el("a", {"href": "/topics"}, "Topics"), topic])
 
@@ -464,53 +482,20 @@ def channel_page(
 ) -> str:
     """One channel: actions, charts, a row per nsqd and every client."""
     api = _path("api", "topics", topic, channel)
-    actions = None
-    if page.admin:
-        paused = total["paused"]
-        actions = el(
-            "div",
-            {"class_": "actions"},
-            button(
-                "Unpause" if paused else "Pause",
-                "POST",
-                api,
-                {"action": "unpause" if paused else "pause"},
-                "%s channel %s?" % ("Unpause" if paused else "Pause", channel),
-            ),
-            button(
-                "Empty",
-                "POST",
-                api,
-                {"action": "empty"},
-                "Empty channel %s (its queued messages are lost)?" % channel,
-            ),
-            button("Delete", "DELETE", api, None, "Delete channel %s?" % channel),
-        )
+    delete = "Delete channel %s?" % channel
+    actions = _actions(page, api, "channel", channel, total["paused"], delete)
     node_rows = [
         el(
             "tr",
             {"data_node": node["node"]},
             el("td", None, _node_cell(node["node"])),
             el("td", {"class_": "num depth"}, _num(node["depth"])),
-            el("td", {"class_": "num"}, _num(node["in_flight_count"])),
-            el("td", {"class_": "num"}, _num(node["deferred_count"])),
-            el("td", {"class_": "num"}, _num(node["requeue_count"])),
-            el("td", {"class_": "num"}, _num(node["timeout_count"])),
-            el("td", {"class_": "num"}, _num(node["message_count"])),
-            el("td", {"class_": "num"}, _num(node["client_count"])),
+            *_num_cells(node, _QUEUE_COUNTS),
             el("td", {"class_": "paused-state"}, "paused" if node["paused"] else ""),
         )
         for node in total["nodes"]
     ]
-    for error in errors:
-        node_rows.append(
-            el(
-                "tr",
-                {"class_": "error", "data_node": error.node},
-                el("td", None, error.node),
-                el("td", {"colspan": 8}, error.text),
-            )
-        )
+    node_rows.extend(_error_rows(errors, 8))
     client_rows = [
         el(
             "tr",
@@ -529,11 +514,7 @@ def channel_page(
             ),
             el("td", None, _attributes(c)),
             el("td", None, _node_cell(str(c.get("node", "")))),
-            el("td", {"class_": "num"}, _num(c.get("ready_count", 0))),
-            el("td", {"class_": "num"}, _num(c.get("in_flight_count", 0))),
-            el("td", {"class_": "num"}, _num(c.get("finish_count", 0))),
-            el("td", {"class_": "num"}, _num(c.get("requeue_count", 0))),
-            el("td", {"class_": "num"}, _num(c.get("message_count", 0))),
+            *_num_cells(c, _CLIENT_COUNTS, 0),
             el("td", None, _since(c.get("connect_ts"), page.now)),
         )
         for c in total["clients"]
@@ -556,42 +537,25 @@ def channel_page(
         actions,
         charts(page.history, "%s/%s" % (topic, channel)),
         el("h2", None, "Nodes"),
-        _table(
-            [
-                "nsqd",
-                "Depth",
-                "In-Flight",
-                "Deferred",
-                "Requeued",
-                "Timed Out",
-                "Messages",
-                "Clients",
-                "",
-            ],
-            node_rows,
-            "nodes",
-        ),
+        _table(["nsqd", "Depth", *_QUEUE_COLUMNS[2:], ""], node_rows, "nodes"),
         el("h2", None, "Clients"),
-        (
-            _table(
-                [
-                    "Client ID",
-                    "Host",
-                    "Protocol / User Agent",
-                    "Attributes",
-                    "nsqd",
-                    "Ready",
-                    "In-Flight",
-                    "Finished",
-                    "Requeued",
-                    "Messages",
-                    "Connected since",
-                ],
-                client_rows,
-                "clients",
-            )
-            if client_rows
-            else el("p", {"class_": "muted"}, "No clients connected.")
+        _table_or(
+            [
+                "Client ID",
+                "Host",
+                "Protocol / User Agent",
+                "Attributes",
+                "nsqd",
+                "Ready",
+                "In-Flight",
+                "Finished",
+                "Requeued",
+                "Messages",
+                "Connected since",
+            ],
+            client_rows,
+            "clients",
+            "No clients connected.",
         ),
     )
     crumbs = [
@@ -650,21 +614,11 @@ def nodes_page(page: Page, producers: Sequence[Dict[str, Any]], errors: Sequence
     body = join(
         el("h1", None, "Nodes"),
         warnings(errors),
-        (
-            _table(
-                [
-                    "Hostname",
-                    "HTTP address",
-                    "TCP port",
-                    "Version",
-                    "Lookupd connections",
-                    "Topics",
-                ],
-                rows,
-                "nodes",
-            )
-            if rows
-            else el("p", {"class_": "muted"}, "No nsqd known.")
+        _table_or(
+            ["Hostname", "HTTP address", "TCP port", "Version", "Lookupd connections", "Topics"],
+            rows,
+            "nodes",
+            "No nsqd known.",
         ),
     )
     return layout("Nodes", body)
@@ -686,8 +640,7 @@ def node_page(
                     el("a", {"href": _path("topics", topic["topic_name"])}, topic["topic_name"]),
                 ),
                 el("td", None, ""),
-                el("td", {"class_": "num"}, _num(topic["depth"])),
-                el("td", {"class_": "num"}, _num(topic["message_count"])),
+                *_num_cells(topic, ("depth", "message_count")),
                 el("td", {"class_": "num"}, ""),
             )
         )
@@ -706,19 +659,13 @@ def node_page(
                             channel["channel_name"],
                         ),
                     ),
-                    el("td", {"class_": "num"}, _num(channel["depth"])),
-                    el("td", {"class_": "num"}, _num(channel["message_count"])),
-                    el("td", {"class_": "num"}, _num(channel["client_count"])),
+                    *_num_cells(channel, ("depth", "message_count", "client_count")),
                 )
             )
     body = join(
         el("h1", None, "Node ", el("span", {"class_": "name"}, node)),
         warnings(errors),
-        (
-            _table(["Topic", "Channel", "Depth", "Messages", "Clients"], rows, "node")
-            if rows
-            else el("p", {"class_": "muted"}, "No topics.")
-        ),
+        _table_or(["Topic", "Channel", "Depth", "Messages", "Clients"], rows, "node", "No topics."),
     )
     return layout("Node " + node, body, [el("a", {"href": "/nodes"}, "Nodes"), node])
 
