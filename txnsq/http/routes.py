@@ -268,10 +268,21 @@ class GoRouter(APIBase):
             if found is None:
                 return self._miss(request, method, path)
             route, params = found
-        handler = route.handler
         started = self._seconds()
         if route.style == "raw":
-            return handler(self, request, **params)
+            return route.handler(self, request, **params)
+        return self._dispatch(request, route, params, started)
+
+    def _dispatch(
+        self, request: IRequest, route: Route, params: Dict[str, str], started: float
+    ) -> Any:
+        """
+        Run ``route``'s handler with the path's ``params`` and render its
+        result, or its :class:`APIError`, in the route's style (a request
+        log line timed from ``started`` for a logged route); a handler's
+        other exception is logged and answered 500.
+        """
+        handler = route.handler
         try:
             data = handler(self, request, **params)
         except APIError as error:

@@ -19,7 +19,7 @@ from twisted.web.iweb import IRequest
 from werkzeug.exceptions import HTTPException
 
 from txnsq.http.api import HTML_CONTENT_TYPE
-from txnsq.http.routes import GoRouter, Route, find_route, request_path
+from txnsq.http.routes import GoRouter, Route
 from txnsq.nsqadmin.actions import ClusterActions, is_admin
 from txnsq.nsqadmin.clusterinfo import ClusterInfo, ClusterUnavailable, Gathered, NodeError
 from txnsq.nsqadmin.history import History
@@ -103,27 +103,19 @@ class AdminBase(GoRouter):
             return self._reply(request, code, body, HTML_CONTENT_TYPE)
         return GoRouter._render(self, request, route, code, data)
 
-    def _serve(self, request: IRequest, route: Optional[Route]) -> Any:
-        """Run the route's handler, which may return a Deferred, and render its result."""
-        self._begin(request)
-        method = request.method.decode("latin-1")
-        path = request_path(request)
-        params = route.match(path) if route is not None and method == route.method else None
-        if route is None or params is None:
-            found = find_route(method, path, self.routes)
-            if found is None:
-                return self._miss(request, method, path)
-            route, params = found
-        chosen: Route = route
-        started = self._seconds()
-        if chosen.style == "raw":
-            return chosen.handler(self, request, **params)
-        done: Deferred[Any] = maybeDeferred(chosen.handler, self, request, **params)
+    def _dispatch(
+        self, request: IRequest, route: Route, params: Dict[str, str], started: float
+    ) -> Any:
+        """
+        Run the route's handler, which may return a Deferred, and render its
+        result; a page's error is an error page, an unreachable cluster 502.
+        """
+        done: Deferred[Any] = maybeDeferred(route.handler, self, request, **params)
 
         def ok(data: Any) -> bytes:
-            if chosen.logged:
+            if route.logged:
                 self._log_request(request, 200, started)
-            return self._render(request, chosen, 200, data)
+            return self._render(request, route, 200, data)
 
         def failed(failure: Failure) -> bytes:
             code: int = 500
@@ -131,17 +123,17 @@ class AdminBase(GoRouter):
             error: Any = failure.value
             if failure.check(APIError):
                 code = error.code
-                data = error if chosen.style == "html" else error.text
+                data = error if route.style == "html" else error.text
             elif failure.check(ClusterUnavailable):
                 self._log.error("{error}", error=failure.value)
                 code, data = 502, "UPSTREAM_ERROR: %s" % (failure.value,)
-                if chosen.style == "html":
+                if route.style == "html":
                     data = PageError(502, "No node answered", str(failure.value))
             else:
-                self._log.failure("panic in HTTP handler {route}", failure, route=chosen)
-            if chosen.logged:
+                self._log.failure("panic in HTTP handler {route}", failure, route=route)
+            if route.logged:
                 self._log_request(request, code, started)
-            return self._render(request, chosen, code, data)
+            return self._render(request, route, code, data)
 
         return done.addCallbacks(ok, failed)
 
