@@ -197,34 +197,54 @@ class LineTests(SynchronousTestCase):
 
 
 class FinLineTests(SynchronousTestCase):
-    """FIN lines: next_fin_id takes the plain ones; next_command splits any of them by the general rules."""
+    """FIN lines: next_fin_ids takes the plain ones; next_command splits any of them by the general rules."""
 
-    def test_next_fin_id(self) -> None:
-        """A plain FIN line is consumed and its id returned, then the next command follows."""
+    def test_next_fin_ids(self) -> None:
+        """A run of plain FIN lines is consumed and their ids returned in order, then the next command follows."""
         parser = make_parser()
-        parser.feed(b"FIN 0123456789abcdef\nFIN fedcba9876543210\nNOP\n")
-        self.assertEqual(parser.next_fin_id(), b"0123456789abcdef")
-        self.assertEqual(parser.next_fin_id(), b"fedcba9876543210")
-        self.assertIsNone(parser.next_fin_id())
+        parser.feed(b"FIN 0123456789abcdef\nFIN fedcba9876543210\nNOP\nFIN 0123456789abcdeg\n")
+        self.assertEqual(parser.next_fin_ids(), [b"0123456789abcdef", b"fedcba9876543210"])
+        self.assertEqual(parser.next_fin_ids(), [])
         self.assertEqual(parser.next_command(), Command(b"NOP", []))
+        self.assertEqual(parser.next_fin_ids(), [b"0123456789abcdeg"])
+        self.assertEqual(parser.buffered(), 0)
+        self.assertTrue(all(type(msg_id) is bytes for msg_id in parser.next_fin_ids()))
+
+    def test_next_fin_ids_stop_at_the_first_other_line(self) -> None:
+        """The run ends before a FIN line that is not plain, which is left whole for next_command."""
+        parser = make_parser()
+        parser.feed(b"FIN 0123456789abcdef\nFIN 01234567 9abcdef\nFIN fedcba9876543210\n")
+        self.assertEqual(parser.next_fin_ids(), [b"0123456789abcdef"])
+        self.assertEqual(parser.next_command(), Command(b"FIN", [b"01234567", b"9abcdef"]))
+        self.assertEqual(parser.next_fin_ids(), [b"fedcba9876543210"])
+
+    def test_next_fin_ids_split_at_every_byte(self) -> None:
+        """FIN lines fed a byte at a time come out once each, whole."""
+        data = b"".join(b"FIN %016d\n" % (i,) for i in range(5))
+        parser = make_parser()
+        ids: List[bytes] = []
+        for i in range(len(data)):
+            parser.feed(data[i:i + 1])
+            ids.extend(parser.next_fin_ids())
+        self.assertEqual(ids, [b"%016d" % (i,) for i in range(5)])
         self.assertEqual(parser.buffered(), 0)
 
-    def test_next_fin_id_declines(self) -> None:
+    def test_next_fin_ids_decline(self) -> None:
         """Anything but a plain, complete FIN line is left whole for next_command."""
         for line in (b"FIN 0123456789abcdef\r\n", b"FIN 01234567 9abcdef\n", b"FIN 0123456789abcde\n",
                      b"FIN 0123456789abcdef0\n", b"FINX0123456789abcdef\n", b"NOP\n", b"FIN 0123456789abcdef"):
             parser = make_parser()
             parser.feed(line)
-            self.assertIsNone(parser.next_fin_id(), line)
+            self.assertEqual(parser.next_fin_ids(), [], line)
             self.assertEqual(parser.buffered(), len(line), line)
 
-    def test_next_fin_id_mid_body(self) -> None:
+    def test_next_fin_ids_mid_body(self) -> None:
         """Bytes of a body being read are never taken for a FIN."""
         parser = make_parser()
         body = b"FIN 0123456789abcdef\n"
         parser.feed(b"PUB t\n" + size(len(body) + 1) + body)
         self.assertIsNone(parser.next_command())
-        self.assertIsNone(parser.next_fin_id())
+        self.assertEqual(parser.next_fin_ids(), [])
         parser.feed(b"x")
         self.assertEqual(parser.next_command(), Command(b"PUB", [b"t"], body + b"x"))
 

@@ -675,6 +675,20 @@ class WriteBatchingTests(ProtocolTestCase):
         channel = self.broker.get_topic("t").get_channel("c")
         self.assertEqual((channel.in_flight_count, channel.depth()), (3, 0))
 
+    def test_failed_fin_within_a_run(self) -> None:
+        """In a run of FINs, a failed one is answered with its error and the FINs around it still count."""
+        client = self.subscribe(rdy=2)
+        producer = self.connect()
+        producer.send(mpub(b"t", [b"a", b"b"]))
+        first, second = self.messages(client)
+        client.send(b"FIN " + first[2] + b"\nFIN 0123456789abcdef\nFIN " + second[2] + b"\n")
+        self.assertEqual(
+            client.raw(), frame(ERROR, b"E_FIN_FAILED FIN 0123456789abcdef failed ID not in flight"))
+        self.assertFalse(client.closed)
+        channel = self.broker.get_topic("t").get_channel("c")
+        self.assertEqual(channel.in_flight_count, 0)
+        self.assertEqual(client.protocol.finish_count, 2)
+
     def test_publish_reaches_consumer_at_end_of_read(self) -> None:
         """Messages an MPUB delivers to a consumer reach it in one write when the publisher's read ends."""
         client = self.subscribe(rdy=10)

@@ -343,9 +343,9 @@ class NSQDProtocol(Protocol):
                 # goes on; a fatal one closes the connection (_dead).
                 try:
                     if channel is not None:
-                        msg_id = parser.next_fin_id()
-                        if msg_id is not None:
-                            self._finish(msg_id)
+                        fin_ids = parser.next_fin_ids()
+                        if fin_ids:
+                            self._finish_all(fin_ids)
                             continue
                     command = parser.next_command()
                     if command is None:
@@ -816,6 +816,30 @@ class NSQDProtocol(Protocol):
                 "E_FIN_FAILED", b"FIN " + msg_id + b" failed " + str(error).encode()
             )
         self.finish_count += 1
+
+    def _finish_all(self, msg_ids: List[bytes]) -> None:
+        """
+        The FINs of a run of plain FIN lines, in order; a failed one is
+        answered with its error and the others still count, as if each had
+        been a command of its own.
+        """
+        state = self.state
+        if state != STATE_SUBSCRIBED and state != STATE_CLOSING:
+            self._require_state("FIN", STATE_SUBSCRIBED, STATE_CLOSING)
+        channel = self.channel
+        assert channel is not None
+        finish = channel.finish
+        finished = 0
+        for msg_id in msg_ids:
+            try:
+                finish(self, msg_id)
+            except InFlightError as error:
+                self._send_error(protocol_error(
+                    "E_FIN_FAILED", b"FIN " + msg_id + b" failed " + str(error).encode()
+                ))
+                continue
+            finished += 1
+        self.finish_count += finished
 
     def _req(self, command: Command) -> None:
         self._require_state("REQ", STATE_SUBSCRIBED, STATE_CLOSING)
