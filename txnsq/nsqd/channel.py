@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import heapq
 import random
+from struct import Struct
 from collections import OrderedDict
 from itertools import count
 from typing import (
@@ -70,6 +71,7 @@ NOT_OWNER = "client does not own message"
 _EPSILON = 1e-6
 
 _MAX_ATTEMPTS = 0xFFFF
+_ATTEMPTS_BYTES = Struct(">H").pack
 
 
 def _deadline_of(entry: "_InFlight") -> float:
@@ -592,10 +594,13 @@ class Channel:
                     ready[consumer] = None
                     ready.move_to_end(consumer, last=False)
                     return
-                attempts = message_attempts(data) + 1
+                # message_attempts and with_attempts, inlined (callgrind:
+                # ~400 fewer instructions per delivery): the attempts
+                # counter is bytes 8-9 of the payload, big-endian.
+                attempts = (data[8] << 8 | data[9]) + 1
                 if attempts > _MAX_ATTEMPTS:
                     attempts = _MAX_ATTEMPTS
-                data = with_attempts(data, attempts)
+                data = data[:8] + _ATTEMPTS_BYTES(attempts) + data[10:]
                 msg_id = data[10:26]
                 entry = _InFlight(msg_id, data, consumer, now, deadline)
                 in_flight[msg_id] = entry
