@@ -36,6 +36,7 @@ from txnsq.protocol.http_params import (
     parse_mpub_binary,
     parse_mpub_lines,
     parse_query,
+    topic_channel_args,
 )
 from txnsq.storage.memory import MemoryStorage
 
@@ -931,6 +932,28 @@ class QueryTests(SynchronousTestCase):
     def test_bytes(self) -> None:
         """Any byte survives (as Latin-1)."""
         self.assertEqual(parse_query(b"t=%ff")[0], {"t": ["\xff"]})
+
+
+class TopicChannelArgsTests(SynchronousTestCase):
+    """topic_channel_args is Go's http_api.GetTopicChannelArgs."""
+
+    def test_both(self) -> None:
+        """The first topic and channel, in that order."""
+        self.assertEqual(
+            topic_channel_args({"topic": ["t", "u"], "channel": ["c"]}), ("t", "c")
+        )
+
+    def test_errors(self) -> None:
+        """A missing or invalid topic is reported before anything about the channel."""
+        cases = [
+            ({"channel": ["bad name"]}, "MISSING_ARG_TOPIC"),
+            ({"topic": ["bad name"]}, "INVALID_ARG_TOPIC"),
+            ({"topic": ["t"]}, "MISSING_ARG_CHANNEL"),
+            ({"topic": ["t"], "channel": ["bad name"]}, "INVALID_ARG_CHANNEL"),
+        ]
+        for values, text in cases:
+            error = self.assertRaises(APIError, topic_channel_args, values)
+            self.assertEqual((error.code, error.text), (400, text))
 
 
 class BodyParserTests(SynchronousTestCase):

@@ -55,9 +55,10 @@ from txnsq.protocol.http_params import (
     parse_mpub_binary,
     parse_mpub_lines,
     parse_query,
+    topic_channel_args,
     wrap_int64,
 )
-from txnsq.protocol.names import is_valid_channel_name, is_valid_topic_name
+from txnsq.protocol.names import is_valid_topic_name
 
 if TYPE_CHECKING:
     from txnsq.nsqd.broker import Broker
@@ -160,21 +161,11 @@ class NSQDHTTPAPI(GoRouter, PprofHandlers):
         Go's ``getExistingTopicFromQuery``: both names valid, the topic
         must exist.
         """
-        values = self._query(request)
-        topics = values.get("topic")
-        if topics is None:
-            raise APIError(400, "MISSING_ARG_TOPIC")
-        if not is_valid_topic_name(topics[0]):
-            raise APIError(400, "INVALID_ARG_TOPIC")
-        channels = values.get("channel")
-        if channels is None:
-            raise APIError(400, "MISSING_ARG_CHANNEL")
-        if not is_valid_channel_name(channels[0]):
-            raise APIError(400, "INVALID_ARG_CHANNEL")
-        topic = self.broker.find_topic(topics[0])
+        topic_name, channel_name = topic_channel_args(self._query(request))
+        topic = self.broker.find_topic(topic_name)
         if topic is None:
             raise APIError(404, "TOPIC_NOT_FOUND")
-        return topic, channels[0]
+        return topic, channel_name
 
     def _existing_channel(self, request: IRequest) -> Any:
         topic, name = self._existing_topic_and_channel(request)

@@ -45,8 +45,8 @@ from txnsq.nsqlookupd.registration_db import (
     Registration,
     active,
 )
-from txnsq.protocol.http_params import APIError, parse_query
-from txnsq.protocol.names import is_valid_channel_name, is_valid_topic_name
+from txnsq.protocol.http_params import APIError, parse_query, topic_channel_args
+from txnsq.protocol.names import is_valid_topic_name
 
 __all__ = ["GO_ZERO_TIME_UNIX_NANO", "LOOKUPD_ROUTES", "NSQLookupdHTTPAPI", "http_resource"]
 
@@ -124,18 +124,7 @@ class NSQLookupdHTTPAPI(GoRouter, PprofHandlers):
 
     def _topic_and_channel(self, request: IRequest) -> Tuple[str, str]:
         """Go's ``GetTopicChannelArgs``: both present and valid, in that order."""
-        values = self._params(request)
-        topics = values.get("topic")
-        if topics is None:
-            raise APIError(400, "MISSING_ARG_TOPIC")
-        if not is_valid_topic_name(topics[0]):
-            raise APIError(400, "INVALID_ARG_TOPIC")
-        channels = values.get("channel")
-        if channels is None:
-            raise APIError(400, "MISSING_ARG_CHANNEL")
-        if not is_valid_channel_name(channels[0]):
-            raise APIError(400, "INVALID_ARG_CHANNEL")
-        return topics[0], channels[0]
+        return topic_channel_args(self._params(request))
 
     # -- status --------------------------------------------------------------
 

@@ -20,6 +20,8 @@ import re
 import struct
 from typing import Any, Dict, List, Optional, Tuple
 
+from txnsq.protocol.names import is_valid_channel_name, is_valid_topic_name
+
 __all__ = [
     "APIError",
     "BOOL_PARAMS",
@@ -28,6 +30,7 @@ __all__ = [
     "parse_mpub_binary",
     "parse_mpub_lines",
     "parse_query",
+    "topic_channel_args",
     "wrap_int64",
 ]
 
@@ -94,6 +97,28 @@ def parse_query(raw: bytes) -> Tuple[Dict[str, List[str]], Optional[str]]:
             decoded_value.decode("latin-1")
         )
     return values, error
+
+
+def topic_channel_args(values: Dict[str, List[str]]) -> Tuple[str, str]:
+    """
+    Go's ``http_api.GetTopicChannelArgs``: the first ``topic`` and
+    ``channel`` of a parsed query, both present and valid.
+
+    :raises APIError: 400 ``MISSING_ARG_TOPIC``, ``INVALID_ARG_TOPIC``,
+        ``MISSING_ARG_CHANNEL`` or ``INVALID_ARG_CHANNEL``, checked in
+        that order.
+    """
+    topics = values.get("topic")
+    if topics is None:
+        raise APIError(400, "MISSING_ARG_TOPIC")
+    if not is_valid_topic_name(topics[0]):
+        raise APIError(400, "INVALID_ARG_TOPIC")
+    channels = values.get("channel")
+    if channels is None:
+        raise APIError(400, "MISSING_ARG_CHANNEL")
+    if not is_valid_channel_name(channels[0]):
+        raise APIError(400, "INVALID_ARG_CHANNEL")
+    return topics[0], channels[0]
 
 
 def go_parse_int(text: str) -> Optional[int]:
