@@ -648,3 +648,38 @@ class SettingsFromTests(SynchronousTestCase):
         self.assertIsNot(settings, defaults)
         self.assertEqual((settings.size, settings.name), (5, "kept"))
         self.assertEqual(defaults.size, 1)
+
+
+class ParseSettingsTests(SynchronousTestCase):
+    """parse_settings and parse_settings_or_exit read a daemon's command line into its settings."""
+
+    class Settings:
+        def __init__(self) -> None:
+            self.size = 1
+
+    @staticmethod
+    def flags(defaults: "ParseSettingsTests.Settings | None") -> "list[Flag]":
+        return [Flag("size", INT, defaults.size if defaults is not None else 5, "")]
+
+    def test_defaults_from_table(self) -> None:
+        """The flag table is made from the defaults given; a given flag wins."""
+        defaults = self.Settings()
+        defaults.size = 9
+        self.assertEqual(cli.parse_settings(self.flags, self.Settings, [], defaults).size, 9)
+        self.assertEqual(cli.parse_settings(self.flags, self.Settings, []).size, 5)
+        self.assertEqual(cli.parse_settings(self.flags, self.Settings, ["-size=2"]).size, 2)
+
+    def test_errors_raise(self) -> None:
+        """A bad command line raises FlagError."""
+        self.assertRaises(FlagError, cli.parse_settings, self.flags, self.Settings, ["--x"])
+
+    def test_or_exit(self) -> None:
+        """The console-script variant exits 2 with Go's message and the program's usage."""
+        err = io.StringIO()
+        self.patch(cli.sys, "stderr", err)
+        with self.assertRaises(SystemExit) as caught:
+            cli.parse_settings_or_exit(self.flags, self.Settings, ["--x"], "toyd")
+        self.assertEqual(caught.exception.code, 2)
+        self.assertIn("flag provided but not defined: -x\nUsage of toyd:", err.getvalue())
+        settings = cli.parse_settings_or_exit(self.flags, self.Settings, ["-size", "4"], "toyd")
+        self.assertEqual(settings.size, 4)

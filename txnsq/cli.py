@@ -79,6 +79,8 @@ __all__ = [
     "parse_go_bool",
     "parse_go_float",
     "parse_go_int",
+    "parse_settings",
+    "parse_settings_or_exit",
     "run_or_exit",
     "settings_from",
 ]
@@ -490,6 +492,42 @@ def run_or_exit(
         stderr.write(format_usage(flags, program))
         stderr.flush()
         sys.exit(error.exit_code)
+
+
+def parse_settings(
+    flags: Callable[[Optional[_Settings]], List[Flag]],
+    new: Callable[[], _Settings],
+    argv: Sequence[str],
+    defaults: Optional[_Settings] = None,
+) -> _Settings:
+    """
+    Parse a daemon's command line (without the program name) with its flag
+    table ``flags(defaults)`` into its settings (:func:`settings_from`).
+
+    Arguments after the flags are ignored, as Go's daemons ignore them.
+    The settings are not validated.
+
+    :param defaults: the values of flags not given; Go's defaults
+        (``new()``) if omitted.
+    :raises FlagError: for a bad command line (Go's message).
+    :raises HelpRequested: for ``-h``/``--help``.
+    """
+    return settings_from(parse_flags(flags(defaults), argv), defaults, new)
+
+
+def parse_settings_or_exit(
+    flags: Callable[[Optional[_Settings]], List[Flag]],
+    new: Callable[[], _Settings],
+    argv: Sequence[str],
+    program: str,
+    defaults: Optional[_Settings] = None,
+) -> _Settings:
+    """
+    :func:`parse_settings` for a daemon's console script: on a bad command
+    line print Go's message and the usage to standard error and exit 2; on
+    ``-h`` print the usage and exit 0 (:func:`run_or_exit`).
+    """
+    return settings_from(run_or_exit(flags(defaults), argv, program), defaults, new)
 
 
 # --- Go value syntax -------------------------------------------------------

@@ -219,18 +219,20 @@ def parse_nsqadmin_args(
     argv: Sequence[str], defaults: Optional[NSQAdminOptions] = None
 ) -> NSQAdminOptions:
     """
-    Parse nsqadmin's command line (without the program name); not validated.
-
-    :raises txnsq.cli.FlagError: for a bad command line (Go's message).
-    :raises txnsq.cli.HelpRequested: for ``-h``/``--help``.
+    nsqadmin's command line (without the program name) as
+    :func:`txnsq.cli.parse_settings` reads it; not validated
+    (:meth:`NSQAdminOptions.validate`).
     """
-    parsed = cli.parse_flags(nsqadmin_flags(defaults), argv)
-    return cli.settings_from(parsed, defaults, NSQAdminOptions)
+    return cli.parse_settings(nsqadmin_flags, NSQAdminOptions, argv, defaults)
 
 
 def parse_nsqadmin_args_or_exit(
     argv: Sequence[str], defaults: Optional[NSQAdminOptions] = None
 ) -> NSQAdminOptions:
-    """:func:`parse_nsqadmin_args` for the console script: Go's exits on errors and ``-h``."""
-    parsed = cli.run_or_exit(nsqadmin_flags(defaults), argv, "nsqadmin")
-    return cli.settings_from(parsed, defaults, NSQAdminOptions)
+    """
+    :func:`parse_nsqadmin_args` for the console script: Go's exits on errors
+    and ``-h`` (:func:`txnsq.cli.parse_settings_or_exit`).
+    """
+    return cli.parse_settings_or_exit(
+        nsqadmin_flags, NSQAdminOptions, argv, "nsqadmin", defaults
+    )

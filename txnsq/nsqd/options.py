@@ -641,28 +641,23 @@ def parse_nsqd_args(
     argv: Sequence[str], defaults: Optional[NSQDOptions] = None
 ) -> NSQDOptions:
     """
-    Parse nsqd's command line (without the program name) into options.
-
-    Arguments after the flags are ignored, as Go nsqd ignores them.
-
-    :param defaults: the values of flags not given; Go's defaults if omitted.
-    :raises txnsq.cli.FlagError: for a bad command line (Go's message).
-    :raises txnsq.cli.HelpRequested: for ``-h``/``--help``.
+    nsqd's command line (without the program name) as
+    :func:`txnsq.cli.parse_settings` reads it; not validated
+    (:meth:`NSQDOptions.validate`).
     """
-    parsed = cli.parse_flags(nsqd_flags(defaults), argv)
-    return cli.settings_from(parsed, defaults, NSQDOptions)
+    return cli.parse_settings(nsqd_flags, NSQDOptions, argv, defaults)
 
 
 def parse_nsqd_args_or_exit(
     argv: Sequence[str], defaults: Optional[NSQDOptions] = None
 ) -> NSQDOptions:
     """
-    :func:`parse_nsqd_args` for the console script: on a bad command line
-    print Go's message and the usage to standard error and exit 2; on
-    ``-h`` print the usage and exit 0.
+    :func:`parse_nsqd_args` for the console script: Go's exits on errors
+    and ``-h`` (:func:`txnsq.cli.parse_settings_or_exit`).
     """
-    parsed = cli.run_or_exit(nsqd_flags(defaults), argv, "nsqd")
-    return cli.settings_from(parsed, defaults, NSQDOptions)
+    return cli.parse_settings_or_exit(
+        nsqd_flags, NSQDOptions, argv, "nsqd", defaults
+    )
 
 
 # --- listen addresses -------------------------------------------------------

@@ -120,26 +120,20 @@ def parse_nsqlookupd_args(
     argv: Sequence[str], defaults: Optional[NSQLookupdOptions] = None
 ) -> NSQLookupdOptions:
     """
-    Parse nsqlookupd's command line (without the program name) into options.
-
-    Arguments after the flags are ignored, as Go nsqlookupd ignores them.
-    The settings are not validated: call :meth:`NSQLookupdOptions.validate`.
-
-    :param defaults: the values of flags not given; Go's defaults if omitted.
-    :raises txnsq.cli.FlagError: for a bad command line (Go's message).
-    :raises txnsq.cli.HelpRequested: for ``-h``/``--help``.
+    nsqlookupd's command line (without the program name) as
+    :func:`txnsq.cli.parse_settings` reads it; not validated
+    (:meth:`NSQLookupdOptions.validate`).
     """
-    parsed = cli.parse_flags(nsqlookupd_flags(defaults), argv)
-    return cli.settings_from(parsed, defaults, NSQLookupdOptions)
+    return cli.parse_settings(nsqlookupd_flags, NSQLookupdOptions, argv, defaults)
 
 
 def parse_nsqlookupd_args_or_exit(
     argv: Sequence[str], defaults: Optional[NSQLookupdOptions] = None
 ) -> NSQLookupdOptions:
     """
-    :func:`parse_nsqlookupd_args` for the console script: on a bad command
-    line print Go's message and the usage to standard error and exit 2; on
-    ``-h`` print the usage and exit 0.
+    :func:`parse_nsqlookupd_args` for the console script: Go's exits on errors
+    and ``-h`` (:func:`txnsq.cli.parse_settings_or_exit`).
     """
-    parsed = cli.run_or_exit(nsqlookupd_flags(defaults), argv, "nsqlookupd")
-    return cli.settings_from(parsed, defaults, NSQLookupdOptions)
+    return cli.parse_settings_or_exit(
+        nsqlookupd_flags, NSQLookupdOptions, argv, "nsqlookupd", defaults
+    )
