@@ -19,6 +19,7 @@ from urllib.parse import quote
 from txnsq import __version__
 from txnsq.nsqadmin.clusterinfo import NodeError, http_address
 from txnsq.nsqadmin.markup import Safe, el, join
+from txnsq.nsqadmin.stats import CHANNEL_COUNTS
 
 __all__ = [
     "Page",
@@ -272,15 +273,9 @@ def _actions(
     )
 
 
-#: The counts of a queue (a topic's, a channel's) after its depth and rate, in column order.
-_QUEUE_COUNTS = (
-    "in_flight_count",
-    "deferred_count",
-    "requeue_count",
-    "timeout_count",
-    "message_count",
-    "client_count",
-)
+#: The counts of a queue (a topic's, a channel's) after its depth and rate,
+#: in column order: a channel sum's counters but the depths.
+_QUEUE_COUNTS = tuple(name for name in CHANNEL_COUNTS if not name.endswith("depth"))
 
 #: A client's counts, in the clients table's column order.
 _CLIENT_COUNTS = (
