@@ -25,6 +25,7 @@ from txnsq.nsqadmin.clusterinfo import ClusterInfo, ClusterUnavailable, Gathered
 from txnsq.nsqadmin.history import History
 from txnsq.nsqadmin.notify import Notifier
 from txnsq.nsqadmin.options import NSQAdminOptions
+from txnsq.nsqadmin.stats import topic_totals
 from txnsq.nsqadmin.views import error_page, total_depth
 from txnsq.protocol.http_params import APIError
 
@@ -167,6 +168,27 @@ class AdminBase(GoRouter):
                     channel["depth"],
                     channel["message_count"],
                 )
+
+    def sample(self) -> "Deferred[None]":
+        """
+        Gather every topic's stats and :meth:`record` them, whoever looks:
+        run every ``--sample-interval`` by the service, so that a page
+        opened for the first time already has minutes of chart and a rate.
+        Never fails: a node down is only a gap in its samples.
+        """
+
+        def record(result: Any) -> None:
+            _, topics, _ = result
+            self.record(list(topic_totals(topics).values()))
+
+        def failed(failure: Failure) -> None:
+            if failure.check(ClusterUnavailable):
+                # Every interval while the cluster is down: one line, no traceback.
+                self._log.warn("sampling stats: {error}", error=failure.value)
+            else:
+                self._log.failure("sampling stats", failure)
+
+        return self.gather().addCallback(record).addErrback(failed)
 
     def gather(
         self,

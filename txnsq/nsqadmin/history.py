@@ -1,13 +1,12 @@
-# -*- test-case-name: tests.test_nsqadmin_history -*-
+# -*- test-case-name: tests.test_nsqadmin_stats -*-
 """
 Depth and message counts of topics and channels over the last minutes,
-sampled whenever nsqadmin gathers stats (each page view and each live
-refresh), for message rates and the small charts.
+sampled every ``--sample-interval`` by the service and whenever nsqadmin
+gathers stats for a page, for message rates and the small charts.
 
-Go nsqadmin takes rates from graphite; txnsq's keeps its own samples, so a
-rate is known once a page has been looked at twice.  Samples are kept per
-key (``topic`` or ``topic/channel``) for ``window`` seconds, at most one
-per ``min_interval`` seconds.
+Go nsqadmin takes rates from graphite; txnsq's keeps its own samples.
+Samples are kept per key (``topic`` or ``topic/channel``) for ``window``
+seconds, at most one per ``min_interval`` seconds.
 """
 
 from __future__ import annotations

@@ -59,6 +59,8 @@ class NSQAdminOptions:
     notification_http_endpoint: str = ""
     acl_http_header: str = "X-Forwarded-User"
     admin_users: List[str] = field(default_factory=list)
+    # txnsq's own: Go nsqadmin draws its charts from graphite.
+    sample_interval: float = 10.0
 
     def validate(self) -> None:
         """
@@ -73,6 +75,8 @@ class NSQAdminOptions:
             raise ValueError("--nsqd-http-address or --lookupd-http-address required")
         if self.nsqd_http_addresses and self.nsqlookupd_http_addresses:
             raise ValueError("use --nsqd-http-address or --lookupd-http-address not both")
+        if self.sample_interval < 0:
+            raise ValueError("--sample-interval must not be negative")
         for name in ("http_client_connect_timeout", "http_client_request_timeout"):
             if getattr(self, name) <= 0:
                 raise ValueError("--%s must be positive" % (name.replace("_", "-"),))
@@ -211,6 +215,14 @@ def nsqadmin_flags(defaults: Optional[NSQAdminOptions] = None) -> List[Flag]:
             "be able to perform privileged actions; acl-http-header is used to determine "
             "the authenticated user)",
             attr="admin_users",
+        ),
+        Flag(
+            "sample-interval",
+            DURATION,
+            o.sample_interval,
+            "how often to sample every topic's and channel's depth and message count for "
+            "the rates and charts, whether or not a page is open (0 to sample only when "
+            "a page is viewed; txnsq's own flag)",
         ),
     ]
 

@@ -20,7 +20,7 @@ from twisted.web.iweb import IRequest
 from txnsq.http.routes import go_route
 from txnsq.nsqadmin.base import ADMIN_APP, ADMIN_ROUTES, AdminBase, PageError
 from txnsq.nsqadmin.clusterinfo import ClusterUnavailable, Gathered, http_address
-from txnsq.nsqadmin.stats import channel_total, topic_total
+from txnsq.nsqadmin.stats import channel_total, topic_total, topic_totals
 from txnsq.nsqadmin import views
 from txnsq.protocol.names import is_valid_channel_name, is_valid_topic_name
 
@@ -62,10 +62,7 @@ class PageHandlers(AdminBase):
 
         def render(results: List[Any]) -> str:
             listed, (_, topics, errors) = results
-            by_name: Dict[str, List[Dict[str, Any]]] = {}
-            for topic in topics:
-                by_name.setdefault(topic["topic_name"], []).append(topic)
-            totals = {name: topic_total(name, docs) for name, docs in by_name.items()}
+            totals = topic_totals(topics)
             self.record(list(totals.values()))
             every = sorted(set(listed.value) | set(totals))
             seen = {(e.node, e.text) for e in errors}

@@ -14,6 +14,7 @@ from typing import Any, Optional, Sequence
 
 from twisted.application.service import MultiService
 from twisted.internet.defer import Deferred, maybeDeferred
+from twisted.internet.task import LoopingCall
 from twisted.logger import Logger
 
 from txnsq.cli import version_string
@@ -34,6 +35,8 @@ class NSQAdminService(MultiService):
     :param reactor: listens, connects to the nodes and gives the time;
         the global reactor when omitted.
     :ivar app: the :class:`~txnsq.nsqadmin.app.NSQAdminApp`.
+    :ivar sampler: samples the cluster every ``--sample-interval`` for the
+        rates and charts (None when it is 0).
     """
 
     _log = Logger()
@@ -72,6 +75,10 @@ class NSQAdminService(MultiService):
             GoSite(self.app.app.resource()),
         )
         self.http_listener.setServiceParent(self)
+        self.sampler: Optional[LoopingCall] = None
+        if options.sample_interval > 0:
+            self.sampler = LoopingCall(self.app.sample)
+            self.sampler.clock = reactor
 
     def startService(self) -> None:
         """Log the version and the nodes asked, then listen."""
@@ -87,6 +94,10 @@ class NSQAdminService(MultiService):
                 addresses=", ".join(self.options.nsqd_http_addresses),
             )
         MultiService.startService(self)
+        if self.sampler is not None:
+            # A round that outlasts the interval delays the next one
+            # rather than overlapping it (LoopingCall waits on its Deferred).
+            self.sampler.start(self.options.sample_interval, now=True)
 
     def bound_port(self) -> int:
         """The HTTP port actually bound (0 until listening)."""
@@ -97,7 +108,9 @@ class NSQAdminService(MultiService):
         return self.http_listener.whenListening()
 
     def stopService(self) -> "Deferred[None]":
-        """Stop listening."""
+        """Stop sampling and listening."""
+        if self.sampler is not None and self.sampler.running:
+            self.sampler.stop()
         return maybeDeferred(MultiService.stopService, self)  # type: ignore[return-value]
 
 

@@ -148,3 +148,11 @@ def topic_total(topic: str, per_node: Iterable[Dict[str, Any]]) -> Dict[str, Any
     total["nodes"].sort(key=lambda d: (d["hostname"], d["node"]))
     total["channels"] = [channel_total(topic, name, docs) for name, docs in channels.items()]
     return total
+
+
+def topic_totals(per_node: Iterable[Dict[str, Any]]) -> Dict[str, Dict[str, Any]]:
+    """Every topic's :func:`topic_total`, by name, from per-node topic stats."""
+    by_name: Dict[str, List[Dict[str, Any]]] = {}
+    for doc in per_node:
+        by_name.setdefault(doc["topic_name"], []).append(doc)
+    return {name: topic_total(name, docs) for name, docs in by_name.items()}
