@@ -800,28 +800,13 @@ class NSQDProtocol(Protocol):
         self.channel.consumer_ready(self)
 
     def _fin(self, command: Command) -> None:
-        self._finish(parse_fin(command.params))
-
-    def _finish(self, msg_id: bytes) -> None:
-        """FIN of a well-formed id (also straight from the parser's shortcut)."""
-        state = self.state
-        if state != STATE_SUBSCRIBED and state != STATE_CLOSING:
-            self._require_state("FIN", STATE_SUBSCRIBED, STATE_CLOSING)
-        channel = self.channel
-        assert channel is not None
-        try:
-            channel.finish(self, msg_id)
-        except InFlightError as error:
-            raise protocol_error(
-                "E_FIN_FAILED", b"FIN " + msg_id + b" failed " + str(error).encode()
-            )
-        self.finish_count += 1
+        self._finish_all([parse_fin(command.params)])
 
     def _finish_all(self, msg_ids: List[bytes]) -> None:
         """
-        The FINs of a run of plain FIN lines, in order; a failed one is
-        answered with its error and the others still count, as if each had
-        been a command of its own.
+        The FINs of a run of plain FIN lines (or of one FIN command), in
+        order; a failed one is answered with its error and the others still
+        count, as if each had been a command of its own.
         """
         state = self.state
         if state != STATE_SUBSCRIBED and state != STATE_CLOSING:
