@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.test_tools_config_opts -*-
+# -*- test-case-name: tests.test_tools_common,tests.test_tools_config_opts -*-
 """
 What the tools share: their common flags (Go's names, defaults and help
 texts), Go's ``log.Fatal`` and version lines, the go-nsq settings of
@@ -11,7 +11,7 @@ from __future__ import annotations
 import random
 import sys
 import time
-from typing import IO, Any, Callable, Dict, List, NoReturn, Optional, Sequence
+from typing import IO, Any, Callable, Dict, List, NoReturn, Optional, Sequence, Tuple
 
 from twisted.internet.defer import Deferred
 from twisted.internet.error import ReactorNotRunning
@@ -19,7 +19,8 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 
 from txnsq import __version__
-from txnsq.cli import BOOL, DURATION, INT, STRING, STRING_LIST, Flag, FlagError
+from txnsq import cli
+from txnsq.cli import BOOL, DURATION, INT, STRING, STRING_LIST, Flag, FlagError, ParsedFlags
 from txnsq.tools.config_opts import ClientOptions, ConfigOptionError, parse_config_options
 
 __all__ = [
@@ -31,6 +32,11 @@ __all__ = [
     "consumer_opt_flag",
     "ephemeral_tail_channel",
     "fatal",
+    "nsqd_or_lookupd_problem",
+    "parse_command_line",
+    "tool_consumer",
+    "tool_consumer_or_exit",
+    "version_requested",
     "http_timeout_flags",
     "lookupd_http_address_flag",
     "max_in_flight_flag",
@@ -187,6 +193,122 @@ def client_options_or_exit(
         stream.write(usage())
         stream.flush()
         raise SystemExit(problem.exit_code)
+
+
+def parse_command_line(
+    program: str,
+    flags: Sequence[Flag],
+    argv: Optional[Sequence[str]] = None,
+    option_flags: Sequence[str] = (),
+    stderr: Optional[IO[str]] = None,
+) -> Tuple[ParsedFlags, List[ClientOptions]]:
+    """
+    A tool's command line (``sys.argv[1:]`` unless ``argv`` is given) as
+    Go's ``flag.Parse`` reads it, then the values of each of
+    ``option_flags`` (``consumer-opt``, ``producer-opt``) as client
+    options, in that order.
+
+    :raises SystemExit: Go's flag error or bad option: message and usage on
+        ``stderr``, status 2 (0 for ``-h``).
+    """
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    parsed = cli.run_or_exit(flags, arguments, program, stderr)
+
+    def usage() -> str:
+        return cli.format_usage(flags, program)
+
+    options = [
+        client_options_or_exit(name, parsed[name.replace("-", "_")], usage, stderr)
+        for name in option_flags
+    ]
+    return parsed, options
+
+
+def version_requested(values: Any, program: str, stdout: Optional[IO[str]] = None) -> bool:
+    """Whether ``--version`` was given; if so, the version line is printed."""
+    if values["version"]:
+        print_version(program, stdout)
+        return True
+    return False
+
+
+def nsqd_or_lookupd_problem(
+    values: Any, nsqd_flag: str = "nsqd-tcp-address", required_end: str = ""
+) -> Optional[str]:
+    """
+    Go's check that exactly one of ``--nsqd-...-address`` and
+    ``--lookupd-http-address`` is given: the fatal message, or None.
+    ``required_end`` ends the "required" text (nsq_to_file's has a period).
+    """
+    nsqds = values[nsqd_flag.replace("-", "_")]
+    lookupds = values["lookupd_http_address"]
+    if not nsqds and not lookupds:
+        return "--%s or --lookupd-http-address required%s" % (nsqd_flag, required_end)
+    if nsqds and lookupds:
+        return "use --%s or --lookupd-http-address not both" % (nsqd_flag,)
+    return None
+
+
+def tool_consumer(
+    topic: str,
+    channel: str,
+    handler: Callable[[Any], Any],
+    values: Any,
+    options: ClientOptions,
+    config: Any,
+    reactor: Any,
+    make_consumer: Optional[Callable[..., Any]] = None,
+    **overrides: Any,
+) -> Any:
+    """
+    A consumer as the tools make one: the ``--nsqd-tcp-address`` or
+    ``--lookupd-http-address`` of ``values``, the go-nsq consumer options,
+    ``--max-in-flight``, then ``overrides``.
+
+    :param make_consumer: :class:`txnsq.client.Consumer` unless given.
+    :raises ValueError: the consumer refused its settings.
+    """
+    if make_consumer is None:
+        from txnsq.client.consumer import Consumer
+
+        make_consumer = Consumer
+    settings = dict(options.consumer)
+    settings["max_in_flight"] = values["max_in_flight"]
+    settings.update(overrides)
+    return make_consumer(
+        topic,
+        channel,
+        handler,
+        nsqd_tcp_addresses=values["nsqd_tcp_address"],
+        lookupd_http_addresses=values["lookupd_http_address"],
+        config=config,
+        reactor=reactor,
+        **settings,
+    )
+
+
+def tool_consumer_or_exit(
+    topic: str,
+    channel: str,
+    handler: Callable[[Any], Any],
+    values: Any,
+    options: ClientOptions,
+    config: Any,
+    reactor: Any,
+    make_consumer: Optional[Callable[..., Any]] = None,
+    **overrides: Any,
+) -> Any:
+    """
+    :func:`tool_consumer`, or Go's fatal exit with the consumer's error.
+
+    :raises ToolExit: the consumer refused its settings.
+    """
+    try:
+        return tool_consumer(
+            topic, channel, handler, values, options, config, reactor, make_consumer, **overrides
+        )
+    except ValueError as error:
+        fatal(str(error))
 
 
 def connection_config(options: ClientOptions, program: str, **overrides: Any) -> Any:

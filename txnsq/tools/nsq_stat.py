@@ -22,7 +22,6 @@ from twisted.internet.defer import Deferred, inlineCallbacks
 from twisted.internet.interfaces import IReactorTime
 from twisted.internet.task import deferLater
 
-from txnsq import cli
 from txnsq.cli import DURATION, STRING, STRING_LIST, VALUE, Flag, FlagValueError
 from txnsq.tools.cluster_http import ClusterError, ClusterHTTP
 from txnsq.tools.common import (
@@ -30,10 +29,12 @@ from txnsq.tools.common import (
     fatal,
     http_timeout_flags,
     lookupd_http_address_flag,
-    print_version,
+    nsqd_or_lookupd_problem,
+    parse_command_line,
     run_reactor,
     user_agent,
     version_flag,
+    version_requested,
 )
 from txnsq.tools.stat_table import StatTable, channel_stats
 
@@ -89,16 +90,13 @@ def validate(values: Any) -> Optional[str]:
         return "--http-client-request-timeout should be positive"
     if values["count"] is not None and values["count"] <= 0:
         return "--count should be positive"
-    nsqds = values["nsqd_http_address"]
-    lookupds = values["lookupd_http_address"]
-    if not nsqds and not lookupds:
-        return "--nsqd-http-address or --lookupd-http-address required"
-    if nsqds and lookupds:
-        return "use --nsqd-http-address or --lookupd-http-address not both"
-    problem = check_http_addresses(nsqds)
+    problem = nsqd_or_lookupd_problem(values, "nsqd-http-address")
+    if problem:
+        return problem
+    problem = check_http_addresses(values["nsqd_http_address"])
     if problem:
         return "--nsqd-http-address error - %s" % (problem,)
-    problem = check_http_addresses(lookupds)
+    problem = check_http_addresses(values["lookupd_http_address"])
     if problem:
         return "--lookupd-http-address error - %s" % (problem,)
     return None
@@ -170,12 +168,9 @@ class StatLoop:
 
 def main(argv: Optional[Sequence[str]] = None, stdout: Optional[IO[str]] = None) -> None:
     """The ``nsq_stat`` console script."""
-    arguments = list(sys.argv[1:] if argv is None else argv)
-    flags = nsq_stat_flags()
-    values = cli.run_or_exit(flags, arguments, PROGRAM)
+    values, _ = parse_command_line(PROGRAM, nsq_stat_flags(), argv)
     out = stdout if stdout is not None else sys.stdout
-    if values["version"]:
-        print_version(PROGRAM, out)
+    if version_requested(values, PROGRAM, out):
         return
     problem = validate(values)
     if problem:

@@ -19,21 +19,22 @@ from typing import IO, Any, Callable, List, Optional, Sequence
 from twisted.internet.defer import Deferred, DeferredList
 from twisted.logger import Logger
 
-from txnsq import cli
 from txnsq.cli import BOOL, INT, STRING_LIST, Flag
 from txnsq.tools.common import (
     channel_flag,
-    client_options_or_exit,
     connection_config_or_exit,
     consumer_opt_flag,
     ephemeral_tail_channel,
     fatal,
     lookupd_http_address_flag,
     max_in_flight_flag,
+    nsqd_or_lookupd_problem,
     nsqd_tcp_address_flag,
-    print_version,
+    parse_command_line,
     run_reactor,
+    tool_consumer_or_exit,
     version_flag,
+    version_requested,
 )
 
 __all__ = ["TailPrinter", "main", "nsq_tail_flags", "validate"]
@@ -60,12 +61,9 @@ def nsq_tail_flags() -> List[Flag]:
 
 def validate(values: Any) -> Optional[str]:
     """Go nsq_tail's checks, in its order: the fatal message, or None."""
-    nsqds = values["nsqd_tcp_address"]
-    lookupds = values["lookupd_http_address"]
-    if not nsqds and not lookupds:
-        return "--nsqd-tcp-address or --lookupd-http-address required"
-    if nsqds and lookupds:
-        return "use --nsqd-tcp-address or --lookupd-http-address not both"
+    problem = nsqd_or_lookupd_problem(values)
+    if problem:
+        return problem
     if not values["topic"]:
         return "--topic required"
     return None
@@ -129,14 +127,10 @@ class TailPrinter:
 
 def main(argv: Optional[Sequence[str]] = None, stdout: Optional[IO[bytes]] = None) -> None:
     """The ``nsq_tail`` console script."""
-    arguments = list(sys.argv[1:] if argv is None else argv)
-    flags = nsq_tail_flags()
-    values = cli.run_or_exit(flags, arguments, PROGRAM)
-    client_options = client_options_or_exit(
-        "consumer-opt", values["consumer_opt"], lambda: cli.format_usage(flags, PROGRAM)
+    values, (client_options,) = parse_command_line(
+        PROGRAM, nsq_tail_flags(), argv, ["consumer-opt"]
     )
-    if values["version"]:
-        print_version(PROGRAM)
+    if version_requested(values, PROGRAM):
         return
     channel = values["channel"] or ephemeral_tail_channel()
     problem = validate(values)
@@ -146,7 +140,6 @@ def main(argv: Optional[Sequence[str]] = None, stdout: Optional[IO[bytes]] = Non
     max_in_flight = effective_max_in_flight(values["n"], values["max_in_flight"])
 
     def start(reactor: Any) -> "Deferred[Any]":
-        from txnsq.client.consumer import Consumer
         from txnsq.logging import start_console_logging
 
         start_console_logging(PROGRAM, "info", "")
@@ -163,23 +156,18 @@ def main(argv: Optional[Sequence[str]] = None, stdout: Optional[IO[bytes]] = Non
             reactor.callLater(0, exit_now)
 
         printer = TailPrinter(out, values["n"], values["print_topic"], done)
-        kwargs = dict(client_options.consumer)
-        kwargs["max_in_flight"] = max_in_flight
         for topic in values["topic"]:
             _log.info("Adding consumer for topic: {topic}", topic=topic)
-            try:
-                consumer = Consumer(
-                    topic,
-                    channel,
-                    printer.handler(topic),
-                    nsqd_tcp_addresses=values["nsqd_tcp_address"],
-                    lookupd_http_addresses=values["lookupd_http_address"],
-                    config=config,
-                    reactor=reactor,
-                    **kwargs,
-                )
-            except ValueError as error:
-                fatal(str(error))
+            consumer = tool_consumer_or_exit(
+                topic,
+                channel,
+                printer.handler(topic),
+                values,
+                client_options,
+                config,
+                reactor,
+                max_in_flight=max_in_flight,
+            )
             consumers.append(consumer)
             consumer.start()
 

@@ -15,13 +15,11 @@ files (a new one is opened by the next message).
 from __future__ import annotations
 
 import signal
-import sys
 from typing import Any, Callable, List, Optional, Sequence
 
 from twisted.internet.defer import Deferred
 from twisted.logger import Logger
 
-from txnsq import cli
 from txnsq.cli import BOOL, DURATION, INT, STRING, STRING_LIST, Flag
 from txnsq.tools.common import (
     channel_flag,
@@ -31,10 +29,13 @@ from txnsq.tools.common import (
     http_timeout_flags,
     lookupd_http_address_flag,
     max_in_flight_flag,
+    nsqd_or_lookupd_problem,
     nsqd_tcp_address_flag,
-    print_version,
+    parse_command_line,
     run_reactor,
+    tool_consumer,
     version_flag,
+    version_requested,
 )
 from txnsq.tools.config_opts import ClientOptions, ConfigOptionError, parse_config_options
 from txnsq.tools.file_logger import FileLogger, FileLoggerError, FileLoggerSettings
@@ -126,17 +127,14 @@ def validate(values: Any) -> Optional[str]:
         return "--http-client-connect-timeout should be positive"
     if values["http_client_request_timeout"] <= 0:
         return "--http-client-request-timeout should be positive"
-    nsqds = values["nsqd_tcp_address"]
-    lookupds = values["lookupd_http_address"]
-    if not nsqds and not lookupds:
-        return "--nsqd-tcp-address or --lookupd-http-address required."
-    if nsqds and lookupds:
-        return "use --nsqd-tcp-address or --lookupd-http-address not both"
+    problem = nsqd_or_lookupd_problem(values, required_end=".")
+    if problem:
+        return problem
     if not 1 <= values["gzip_level"] <= 9:
         return "invalid --gzip-level value (%d), should be 1-9" % (values["gzip_level"],)
     if not values["topic"] and not values["topic_pattern"]:
         return "--topic or --topic-pattern required"
-    if not values["topic"] and not lookupds:
+    if not values["topic"] and not values["lookupd_http_address"]:
         return "--lookupd-http-address must be specified when no --topic specified"
     return None
 
@@ -227,16 +225,13 @@ class TopicArchiver:
 
 def main(argv: Optional[Sequence[str]] = None) -> None:
     """The ``nsq_to_file`` console script."""
-    arguments = list(sys.argv[1:] if argv is None else argv)
-    flags = nsq_to_file_flags()
-    parsed = cli.run_or_exit(flags, arguments, PROGRAM)
+    parsed, _ = parse_command_line(PROGRAM, nsq_to_file_flags(), argv)
     values = parsed.values
     if parsed.args:
         fatal("unknown arguments: [%s]" % (" ".join(parsed.args),))
     if values["log_level"].lower() not in ("debug", "info", "warn", "error", "fatal"):
         fatal("--log-level is invalid")
-    if values["version"]:
-        print_version(PROGRAM)
+    if version_requested(values, PROGRAM):
         return
     problem = validate(values)
     if problem:
@@ -260,7 +255,6 @@ def run(
     reactor: Any, values: Any, settings: FileLoggerSettings, client_options: ClientOptions
 ) -> "Deferred[int]":
     """Start archiving; the Deferred fires with the exit status once stopped."""
-    from txnsq.client.consumer import Consumer
     from txnsq.http_client import GoHTTPClient
     from txnsq.tools.cluster_http import ClusterHTTP
     from txnsq.tools.common import user_agent
@@ -274,9 +268,6 @@ def run(
         _log.critical("{message}", message=message)
         status["code"] = 1
         shutdown()
-
-    consumer_kwargs = dict(client_options.consumer)
-    consumer_kwargs["max_in_flight"] = values["max_in_flight"]
 
     def make_archiver(topic: str) -> TopicArchiver:
         try:
@@ -302,17 +293,16 @@ def run(
         )
 
         def make_consumer(handler: Callable[[Any], None]) -> Any:
-            consumer = Consumer(
+            consumer = tool_consumer(
                 topic,
                 settings.channel,
                 handler,
-                nsqd_tcp_addresses=values["nsqd_tcp_address"],
-                lookupd_http_addresses=values["lookupd_http_address"],
-                config=config,
-                reactor=reactor,
+                values,
+                client_options,
+                config,
+                reactor,
                 lookupd_connect_timeout=values["http_client_connect_timeout"],
                 lookupd_request_timeout=values["http_client_request_timeout"],
-                **consumer_kwargs,
             )
             holder.append(consumer)
             return consumer

@@ -56,17 +56,19 @@ from txnsq.http_client import describe_failure
 from txnsq.protocol.names import is_valid_channel_name, is_valid_topic_name
 from txnsq.tools.common import (
     channel_flag,
-    client_options_or_exit,
     connection_config_or_exit,
     consumer_opt_flag,
     fatal,
     http_timeout_flags,
     lookupd_http_address_flag,
     max_in_flight_flag,
+    nsqd_or_lookupd_problem,
     nsqd_tcp_address_flag,
-    print_version,
+    parse_command_line,
     run_reactor,
+    tool_consumer_or_exit,
     version_flag,
+    version_requested,
 )
 from txnsq.tools.hostpool import EpsilonGreedyHostPool, HostPool
 from txnsq.tools.timer_metrics import TimerMetrics, status_metrics
@@ -193,12 +195,9 @@ def validate(values: Any) -> Optional[str]:
             return "--content-type only used with --post"
         if not values["content_type"]:
             return "--content-type requires a value when used"
-    nsqds = values["nsqd_tcp_address"]
-    lookupds = values["lookupd_http_address"]
-    if not nsqds and not lookupds:
-        return "--nsqd-tcp-address or --lookupd-http-address required"
-    if nsqds and lookupds:
-        return "use --nsqd-tcp-address or --lookupd-http-address not both"
+    problem = nsqd_or_lookupd_problem(values)
+    if problem:
+        return problem
     if not values["get"] and not values["post"]:
         return "--get or --post required"
     if values["get"] and values["post"]:
@@ -471,14 +470,10 @@ class PublishHandler:
 
 def main(argv: Optional[Sequence[str]] = None) -> None:
     """The ``nsq_to_http`` console script."""
-    arguments = list(sys.argv[1:] if argv is None else argv)
-    flags = nsq_to_http_flags()
-    values = cli.run_or_exit(flags, arguments, PROGRAM)
-    client_options = client_options_or_exit(
-        "consumer-opt", values["consumer_opt"], lambda: cli.format_usage(flags, PROGRAM)
+    values, (client_options,) = parse_command_line(
+        PROGRAM, nsq_to_http_flags(), argv, ["consumer-opt"]
     )
-    if values["version"]:
-        print_version(PROGRAM)
+    if version_requested(values, PROGRAM):
         return
     problem = validate(values)
     if problem:
@@ -496,7 +491,6 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     addresses: List[str] = values["post"] or values["get"]
 
     def start(reactor: Any) -> "Deferred[Any]":
-        from txnsq.client.consumer import Consumer
         from txnsq.http_client import GoHTTPClient
         from txnsq.logging import start_console_logging
 
@@ -531,21 +525,9 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
             concurrency=values["n"],
             name="%s/%s" % (topic, channel),
         )
-        kwargs = dict(client_options.consumer)
-        kwargs["max_in_flight"] = values["max_in_flight"]
-        try:
-            consumer = Consumer(
-                topic,
-                channel,
-                handler,
-                nsqd_tcp_addresses=values["nsqd_tcp_address"],
-                lookupd_http_addresses=values["lookupd_http_address"],
-                config=config,
-                reactor=reactor,
-                **kwargs,
-            )
-        except ValueError as error:
-            fatal(str(error))
+        consumer = tool_consumer_or_exit(
+            topic, channel, handler, values, client_options, config, reactor
+        )
         consumer.start()
 
         def close() -> "Deferred[Any]":

@@ -60,21 +60,22 @@ from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
-from txnsq import cli
 from txnsq.cli import INT, STRING, STRING_LIST, Flag, FlagValueError, parse_go_float
 from txnsq.protocol.go_json import go_json
 from txnsq.protocol.names import is_valid_channel_name, is_valid_topic_name
 from txnsq.tools.common import (
     GODOC_CONFIG,
-    client_options_or_exit,
     connection_config_or_exit,
     fatal,
     lookupd_http_address_flag,
     max_in_flight_flag,
+    nsqd_or_lookupd_problem,
     nsqd_tcp_address_flag,
-    print_version,
+    parse_command_line,
     run_reactor,
+    tool_consumer_or_exit,
     version_flag,
+    version_requested,
 )
 from txnsq.tools.config_opts import ClientOptions
 from txnsq.tools.hostpool import EpsilonGreedyHostPool, HostPool
@@ -190,12 +191,9 @@ def validate(values: Any) -> Optional[str]:
         return "--destination-topic is invalid"
     if not is_valid_channel_name(values["channel"]):
         return "--channel is invalid"
-    nsqds = values["nsqd_tcp_address"]
-    lookupds = values["lookupd_http_address"]
-    if not nsqds and not lookupds:
-        return "--nsqd-tcp-address or --lookupd-http-address required"
-    if nsqds and lookupds:
-        return "use --nsqd-tcp-address or --lookupd-http-address not both"
+    problem = nsqd_or_lookupd_problem(values)
+    if problem:
+        return problem
     if not values["destination_nsqd_tcp_address"]:
         return "--destination-nsqd-tcp-address required"
     return None
@@ -572,10 +570,6 @@ def start_bridge(
     :raises txnsq.tools.common.ToolExit: as Go's ``log.Fatal`` (a TLS file
         cannot be read, a consumer cannot be made).
     """
-    if make_consumer is None:
-        from txnsq.client.consumer import Consumer
-
-        make_consumer = Consumer
     if make_producer is None:
         from txnsq.client.producer import Producer
 
@@ -609,24 +603,19 @@ def start_bridge(
         address_metrics,
         reactor,
     )
-    kwargs = dict(consumer_options.consumer)
-    kwargs["max_in_flight"] = values["max_in_flight"]
     consumers: List[Any] = []
     for topic in values["topic"]:
         destination = values["destination_topic"] or topic
-        try:
-            consumer = make_consumer(
-                topic,
-                values["channel"],
-                republisher.handler(destination),
-                nsqd_tcp_addresses=values["nsqd_tcp_address"],
-                lookupd_http_addresses=values["lookupd_http_address"],
-                config=consumer_config,
-                reactor=reactor,
-                **kwargs,
-            )
-        except ValueError as error:
-            fatal(str(error))
+        consumer = tool_consumer_or_exit(
+            topic,
+            values["channel"],
+            republisher.handler(destination),
+            values,
+            consumer_options,
+            consumer_config,
+            reactor,
+            make_consumer,
+        )
         consumers.append(consumer)
     bridge = Bridge(consumers, producers, republisher)
     bridge.start()
@@ -639,17 +628,10 @@ def main(
     stderr: Optional[IO[str]] = None,
 ) -> None:
     """The ``nsq_to_nsq`` console script."""
-    arguments = list(sys.argv[1:] if argv is None else argv)
-    flags = nsq_to_nsq_flags()
-    values = cli.run_or_exit(flags, arguments, PROGRAM, stderr)
-
-    def usage() -> str:
-        return cli.format_usage(flags, PROGRAM)
-
-    consumer_options = client_options_or_exit("consumer-opt", values["consumer_opt"], usage, stderr)
-    producer_options = client_options_or_exit("producer-opt", values["producer_opt"], usage, stderr)
-    if values["version"]:
-        print_version(PROGRAM, stdout)
+    values, (consumer_options, producer_options) = parse_command_line(
+        PROGRAM, nsq_to_nsq_flags(), argv, ["consumer-opt", "producer-opt"], stderr
+    )
+    if version_requested(values, PROGRAM, stdout):
         return
     problem = validate(values)
     if problem:

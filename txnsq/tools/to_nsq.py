@@ -14,7 +14,6 @@ whole.
 from __future__ import annotations
 
 import os
-import sys
 from collections import deque
 from typing import IO, Any, Callable, Deque, List, Optional, Sequence
 
@@ -23,13 +22,12 @@ from twisted.internet.protocol import Protocol
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
-from txnsq import cli
 from txnsq.cli import INT, STRING, Flag
 from txnsq.tools.common import (
-    client_options_or_exit,
     connection_config_or_exit,
     fatal,
     nsqd_tcp_address_flag,
+    parse_command_line,
     producer_opt_flag,
     run_reactor,
 )
@@ -192,12 +190,7 @@ class StdinReader(Protocol):
 
 def main(argv: Optional[Sequence[str]] = None, stdin: Optional[IO[bytes]] = None) -> None:
     """The ``to_nsq`` console script."""
-    arguments = list(sys.argv[1:] if argv is None else argv)
-    flags = to_nsq_flags()
-    values = cli.run_or_exit(flags, arguments, PROGRAM)
-    client_options = client_options_or_exit(
-        "producer-opt", values["producer_opt"], lambda: cli.format_usage(flags, PROGRAM)
-    )
+    values, (client_options,) = parse_command_line(PROGRAM, to_nsq_flags(), argv, ["producer-opt"])
     problem = validate(values)
     if problem:
         fatal(problem)
