@@ -10,9 +10,9 @@ from twisted.trial.unittest import SynchronousTestCase
 
 from txnsq.tools.common import (
     nsqd_or_lookupd_problem,
+    or_fatal,
     parse_command_line,
     tool_consumer,
-    tool_consumer_or_exit,
     version_requested,
 )
 from txnsq.tools.config_opts import parse_config_options
@@ -140,17 +140,23 @@ class ToolConsumerTests(SynchronousTestCase):
             },
         )
 
-    def test_or_exit(self) -> None:
-        """A consumer refusing its settings is Go's fatal exit with its error."""
 
-        def refuse(*args: Any, **kwargs: Any) -> Any:
+class OrFatalTests(SynchronousTestCase):
+    """Go's fatal exit when a client refuses its settings."""
+
+    def test_made(self) -> None:
+        """What the maker returns is returned."""
+        self.assertEqual(or_fatal(lambda: "consumer"), "consumer")
+
+    def test_value_error(self) -> None:
+        """A ValueError is Go's fatal line, worded by the failure text, and exit status 1."""
+
+        def refuse() -> Any:
             raise ValueError("invalid topic name")
 
         stderr = io.StringIO()
         self.patch(sys, "stderr", stderr)
         with self.assertRaises(SystemExit) as raised:
-            tool_consumer_or_exit(
-                "t", "c", print, self.values, parse_config_options([]), None, None, refuse
-            )
+            or_fatal(refuse, "failed creating producer %s")
         self.assertEqual(raised.exception.code, 1)
-        self.assertTrue(stderr.getvalue().endswith(" invalid topic name\n"))
+        self.assertTrue(stderr.getvalue().endswith(" failed creating producer invalid topic name\n"))

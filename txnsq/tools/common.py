@@ -1,9 +1,10 @@
 # -*- test-case-name: tests.test_tools_common,tests.test_tools_config_opts -*-
 """
 What the tools share: their common flags (Go's names, defaults and help
-texts), Go's ``log.Fatal`` and version lines, the go-nsq settings of
-``--consumer-opt``/``--producer-opt`` turned into txnsq client settings,
-and the reactor run of a console script.
+texts), the reading of a command line and Go's checks of the nsqd and
+lookupd addresses, Go's ``log.Fatal`` and version lines, the go-nsq
+settings of ``--consumer-opt``/``--producer-opt`` turned into txnsq client
+settings and consumers, and the reactor run of a console script.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 import random
 import sys
 import time
-from typing import IO, Any, Callable, Dict, List, NoReturn, Optional, Sequence, Tuple
+from typing import IO, Any, Callable, Dict, List, NoReturn, Optional, Sequence, Tuple, TypeVar
 
 from twisted.internet.defer import Deferred
 from twisted.internet.error import ReactorNotRunning
@@ -34,8 +35,8 @@ __all__ = [
     "fatal",
     "nsqd_or_lookupd_problem",
     "parse_command_line",
+    "or_fatal",
     "tool_consumer",
-    "tool_consumer_or_exit",
     "version_requested",
     "http_timeout_flags",
     "lookupd_http_address_flag",
@@ -49,6 +50,8 @@ __all__ = [
 ]
 
 _log = Logger(namespace="txnsq.tools")
+
+_T = TypeVar("_T")
 
 GODOC_CONFIG = "http://godoc.org/github.com/nsqio/go-nsq#Config"
 
@@ -287,28 +290,17 @@ def tool_consumer(
     )
 
 
-def tool_consumer_or_exit(
-    topic: str,
-    channel: str,
-    handler: Callable[[Any], Any],
-    values: Any,
-    options: ClientOptions,
-    config: Any,
-    reactor: Any,
-    make_consumer: Optional[Callable[..., Any]] = None,
-    **overrides: Any,
-) -> Any:
+def or_fatal(make: Callable[[], _T], failure: str = "%s") -> _T:
     """
-    :func:`tool_consumer`, or Go's fatal exit with the consumer's error.
+    ``make()``, typically a client refusing its settings with
+    ``ValueError``, or Go's fatal exit: ``failure`` % the error is the text.
 
-    :raises ToolExit: the consumer refused its settings.
+    :raises ToolExit: ``make`` raised ``ValueError``.
     """
     try:
-        return tool_consumer(
-            topic, channel, handler, values, options, config, reactor, make_consumer, **overrides
-        )
+        return make()
     except ValueError as error:
-        fatal(str(error))
+        fatal(failure % (error,))
 
 
 def connection_config(options: ClientOptions, program: str, **overrides: Any) -> Any:

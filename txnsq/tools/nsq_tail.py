@@ -30,9 +30,10 @@ from txnsq.tools.common import (
     max_in_flight_flag,
     nsqd_or_lookupd_problem,
     nsqd_tcp_address_flag,
+    or_fatal,
     parse_command_line,
     run_reactor,
-    tool_consumer_or_exit,
+    tool_consumer,
     version_flag,
     version_requested,
 )
@@ -158,15 +159,18 @@ def main(argv: Optional[Sequence[str]] = None, stdout: Optional[IO[bytes]] = Non
         printer = TailPrinter(out, values["n"], values["print_topic"], done)
         for topic in values["topic"]:
             _log.info("Adding consumer for topic: {topic}", topic=topic)
-            consumer = tool_consumer_or_exit(
-                topic,
-                channel,
-                printer.handler(topic),
-                values,
-                client_options,
-                config,
-                reactor,
-                max_in_flight=max_in_flight,
+            handler = printer.handler(topic)
+            consumer = or_fatal(
+                lambda: tool_consumer(
+                    topic,
+                    channel,
+                    handler,
+                    values,
+                    client_options,
+                    config,
+                    reactor,
+                    max_in_flight=max_in_flight,
+                )
             )
             consumers.append(consumer)
             consumer.start()

@@ -64,9 +64,10 @@ from txnsq.tools.common import (
     max_in_flight_flag,
     nsqd_or_lookupd_problem,
     nsqd_tcp_address_flag,
+    or_fatal,
     parse_command_line,
     run_reactor,
-    tool_consumer_or_exit,
+    tool_consumer,
     version_flag,
     version_requested,
 )
@@ -525,8 +526,8 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
             concurrency=values["n"],
             name="%s/%s" % (topic, channel),
         )
-        consumer = tool_consumer_or_exit(
-            topic, channel, handler, values, client_options, config, reactor
+        consumer = or_fatal(
+            lambda: tool_consumer(topic, channel, handler, values, client_options, config, reactor)
         )
         consumer.start()
 

@@ -71,9 +71,10 @@ from txnsq.tools.common import (
     max_in_flight_flag,
     nsqd_or_lookupd_problem,
     nsqd_tcp_address_flag,
+    or_fatal,
     parse_command_line,
     run_reactor,
-    tool_consumer_or_exit,
+    tool_consumer,
     version_flag,
     version_requested,
 )
@@ -578,11 +579,12 @@ def start_bridge(
     producer_config = connection_config_or_exit(producer_options, PROGRAM, "failed creating producer %s")
     addresses = list(dict.fromkeys(values["destination_nsqd_tcp_address"]))
     producers: Dict[str, Any] = {}
+    new_producer = make_producer
     for address in addresses:
-        try:
-            producers[address] = make_producer(address, config=producer_config, reactor=reactor)
-        except ValueError as error:
-            fatal("failed creating producer %s" % (error,))
+        producers[address] = or_fatal(
+            lambda: new_producer(address, config=producer_config, reactor=reactor),
+            "failed creating producer %s",
+        )
 
     def publisher(producer: Any) -> Publish:
         def publish(topic: str, body: bytes) -> "Deferred[Any]":
@@ -606,15 +608,18 @@ def start_bridge(
     consumers: List[Any] = []
     for topic in values["topic"]:
         destination = values["destination_topic"] or topic
-        consumer = tool_consumer_or_exit(
-            topic,
-            values["channel"],
-            republisher.handler(destination),
-            values,
-            consumer_options,
-            consumer_config,
-            reactor,
-            make_consumer,
+        handler = republisher.handler(destination)
+        consumer = or_fatal(
+            lambda: tool_consumer(
+                topic,
+                values["channel"],
+                handler,
+                values,
+                consumer_options,
+                consumer_config,
+                reactor,
+                make_consumer,
+            )
         )
         consumers.append(consumer)
     bridge = Bridge(consumers, producers, republisher)
