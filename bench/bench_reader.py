@@ -41,18 +41,19 @@ from typing import Any, Callable, List, Optional, Sequence, Tuple
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from loadgen import (  # noqa: E402  (needs the path above)
-    WorkerError,
-    default_processes,
-    go_summary,
+    GoSummary,
+    add_deadline_argument,
+    add_processes_argument,
+    add_runfor_and_address_arguments,
     log,
-    parse_address,
-    parse_deadline,
+    parse_command_line,
     parse_go_duration,
+    run_and_log,
     run_workers,
     shared_counters,
     split_evenly,
 )
-from nsqd_harness import MessageStream, NSQDError, V2Connection  # noqa: E402
+from nsqd_harness import MessageStream, V2Connection  # noqa: E402
 
 PROGRAM = "bench_reader"
 
@@ -88,7 +89,7 @@ class ReaderConfig:
 
 
 @dataclass(frozen=True)
-class ReadResult:
+class ReadResult(GoSummary):
     """
     What a reader run received.
 
@@ -109,10 +110,6 @@ class ReadResult:
     def drained(self) -> bool:
         """With ``count``: every message wanted arrived, and no more."""
         return self.count == self.wanted
-
-    def summary(self) -> str:
-        """Go's figures: ``duration: ... - mb/s - ops/s - us/op``."""
-        return go_summary(self.duration, self.count, self.size)
 
 
 def _subscribe(config: ReaderConfig) -> MessageStream:
@@ -219,11 +216,7 @@ def run_reader(config: ReaderConfig, deadline: Optional[datetime.datetime] = Non
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Go's ``bench_reader`` flags, with their defaults, and ours."""
-    parser.add_argument("--runfor", type=parse_go_duration, default=10.0, metavar="DURATION",
-                        help="duration of time to run, a Go duration (default: 10s)")
-    parser.add_argument("--nsqd-tcp-address", type=parse_address,
-                        default=("127.0.0.1", 4150), metavar="ADDR:PORT",
-                        help="<addr>:<port> to connect to nsqd (default: 127.0.0.1:4150)")
+    add_runfor_and_address_arguments(parser)
     parser.add_argument("--size", type=int, default=200,
                         help="size of messages in bytes: for MB/s, and bodies of "
                         "another size are counted (default: 200)")
@@ -231,13 +224,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="topic to receive messages on (default: sub_bench)")
     parser.add_argument("--channel", default="ch",
                         help="channel to receive messages on (default: ch)")
-    parser.add_argument("--deadline", type=parse_deadline, default="",
-                        help='start at this UTC time, "2006-01-02 15:04:05" (default: at once)')
+    add_deadline_argument(parser)
     parser.add_argument("--rdy", type=int, default=2500,
                         help="RDY count to use, per connection (default: 2500)")
-    parser.add_argument("--processes", "--workers", type=int, default=default_processes(),
-                        help="worker processes (default: the number of CPUs, "
-                        "%(default)s here)")
+    add_processes_argument(parser)
     parser.add_argument("--connections", type=int, default=0,
                         help="connections in all, spread over the workers "
                         "(default: one per worker)")
@@ -251,16 +241,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     """The command line; exits with a usage message on bad values."""
-    parser = argparse.ArgumentParser(
-        description="Consume a channel as fast as nsqd delivers; Go NSQ's "
+    parser, args = parse_command_line(
+        "Consume a channel as fast as nsqd delivers; Go NSQ's "
         "bench_reader in Python. Prints Go's summary line on stderr.",
-        allow_abbrev=False,
+        add_arguments,
+        argv,
+        ("size", "rdy", "processes"),
     )
-    add_arguments(parser)
-    args = parser.parse_args(argv)
-    for name in ("size", "rdy", "processes"):
-        if getattr(args, name) < 1:
-            parser.error("--%s must be at least 1" % (name,))
     if args.connections < 0 or args.count < 0:
         parser.error("--connections and --count must not be negative")
     if not args.connections:
@@ -283,12 +270,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         count=args.count,
         stall=args.stall,
     )
-    try:
-        result = run_reader(config, args.deadline)
-    except (WorkerError, NSQDError, OSError) as error:
-        log(PROGRAM, "failed: %s" % (error,))
+    result = run_and_log(PROGRAM, lambda: run_reader(config, args.deadline))
+    if result is None:
         return 1
-    log(PROGRAM, result.summary())
     status = 0
     if result.bad_size:
         log(PROGRAM, "%d messages had a body of another size than --size %d"

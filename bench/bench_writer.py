@@ -34,17 +34,16 @@ from typing import Callable, List, Optional, Sequence, Tuple
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from loadgen import (  # noqa: E402  (needs the path above)
-    WorkerError,
-    default_processes,
-    go_summary,
-    log,
-    parse_address,
-    parse_deadline,
-    parse_go_duration,
+    GoSummary,
+    add_deadline_argument,
+    add_processes_argument,
+    add_runfor_and_address_arguments,
+    parse_command_line,
+    run_and_log,
     run_workers,
     split_evenly,
 )
-from nsqd_harness import NSQDError, V2Connection, mpub_command  # noqa: E402
+from nsqd_harness import V2Connection, mpub_command  # noqa: E402
 
 PROGRAM = "bench_writer"
 
@@ -85,7 +84,7 @@ class WriterConfig:
 
 
 @dataclass(frozen=True)
-class WriteResult:
+class WriteResult(GoSummary):
     """
     What a writer run published.
 
@@ -96,10 +95,6 @@ class WriteResult:
     duration: float
     count: int
     size: int
-
-    def summary(self) -> str:
-        """Go's figures: ``duration: ... - mb/s - ops/s - us/op``."""
-        return go_summary(self.duration, self.count, self.size)
 
 
 def pub_worker(job: Tuple[WriterConfig, int], ready: Callable[[], None]) -> int:
@@ -150,22 +145,15 @@ def run_writer(config: WriterConfig, deadline: Optional[datetime.datetime] = Non
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Go's ``bench_writer`` flags, with their defaults, and ours."""
-    parser.add_argument("--runfor", type=parse_go_duration, default=10.0, metavar="DURATION",
-                        help="duration of time to run, a Go duration (default: 10s)")
-    parser.add_argument("--nsqd-tcp-address", type=parse_address,
-                        default=("127.0.0.1", 4150), metavar="ADDR:PORT",
-                        help="<addr>:<port> to connect to nsqd (default: 127.0.0.1:4150)")
+    add_runfor_and_address_arguments(parser)
     parser.add_argument("--topic", default="sub_bench",
                         help="topic to publish to (default: sub_bench)")
     parser.add_argument("--size", type=int, default=200,
                         help="size of messages in bytes (default: 200)")
     parser.add_argument("--batch-size", type=int, default=200,
                         help="messages per MPUB (default: 200)")
-    parser.add_argument("--deadline", type=parse_deadline, default="",
-                        help='start at this UTC time, "2006-01-02 15:04:05" (default: at once)')
-    parser.add_argument("--processes", "--workers", type=int, default=default_processes(),
-                        help="worker processes, each with its own connection "
-                        "(default: the number of CPUs, %(default)s here)")
+    add_deadline_argument(parser)
+    add_processes_argument(parser, "worker processes, each with its own connection")
     parser.add_argument("--count", type=int, default=0,
                         help="stop after this many messages in all, rounded down to "
                         "whole batches (default: 0, no limit but --runfor)")
@@ -173,16 +161,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     """The command line; exits with a usage message on bad values."""
-    parser = argparse.ArgumentParser(
-        description="Publish MPUB batches to nsqd as fast as it takes them; Go NSQ's "
+    parser, args = parse_command_line(
+        "Publish MPUB batches to nsqd as fast as it takes them; Go NSQ's "
         "bench_writer in Python. Prints Go's summary line on stderr.",
-        allow_abbrev=False,
+        add_arguments,
+        argv,
+        ("size", "batch_size", "processes"),
     )
-    add_arguments(parser)
-    args = parser.parse_args(argv)
-    for name in ("size", "batch_size", "processes"):
-        if getattr(args, name) < 1:
-            parser.error("--%s must be at least 1" % (name.replace("_", "-"),))
     if args.count and args.count < args.batch_size:
         parser.error("--count must be 0 or at least --batch-size")
     return args
@@ -200,13 +185,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         processes=args.processes,
         count=args.count,
     )
-    try:
-        result = run_writer(config, args.deadline)
-    except (WorkerError, NSQDError, OSError) as error:
-        log(PROGRAM, "failed: %s" % (error,))
-        return 1
-    log(PROGRAM, result.summary())
-    return 0
+    result = run_and_log(PROGRAM, lambda: run_writer(config, args.deadline))
+    return 1 if result is None else 0
 
 
 if __name__ == "__main__":

@@ -1,7 +1,9 @@
 """
 What the load generators ``bench_writer.py``, ``bench_reader.py`` and
 ``bench_latency.py`` share: Go NSQ's flag values and log line, and the
-worker processes.
+worker processes; and what ``bench_writer.py`` and ``bench_reader.py``
+share besides: their common flags, the parsing of their command line,
+and the run that ends in Go's summary line.
 
 Go's ``bench/bench_writer`` and ``bench/bench_reader`` run ``GOMAXPROCS``
 goroutines, each with a connection of its own; the clock starts once every
@@ -16,6 +18,7 @@ Standard library only, like ``nsqd_harness``.
 
 from __future__ import annotations
 
+import argparse
 import datetime
 import multiprocessing
 import os
@@ -23,18 +26,26 @@ import re
 import sys
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, List, Optional, Sequence, Tuple
+from typing import Any, Callable, List, Optional, Sequence, Tuple, TypeVar
+
+from nsqd_harness import NSQDError
 
 __all__ = [
     "WorkerError",
+    "GoSummary",
     "WorkerRun",
+    "add_deadline_argument",
+    "add_processes_argument",
+    "add_runfor_and_address_arguments",
     "default_processes",
     "format_go_duration",
     "go_summary",
     "log",
     "parse_address",
+    "parse_command_line",
     "parse_deadline",
     "parse_go_duration",
+    "run_and_log",
     "run_workers",
     "shared_counters",
     "split_evenly",
@@ -334,3 +345,81 @@ def run_workers(
         for pipe in pipes:
             pipe.close()
     return WorkerRun(started, finished, results)
+
+
+# --- what bench_writer and bench_reader share -------------------------------
+
+
+def add_runfor_and_address_arguments(parser: argparse.ArgumentParser) -> None:
+    """Go's ``--runfor`` (10s) and ``--nsqd-tcp-address`` (127.0.0.1:4150)."""
+    parser.add_argument("--runfor", type=parse_go_duration, default=10.0, metavar="DURATION",
+                        help="duration of time to run, a Go duration (default: 10s)")
+    parser.add_argument("--nsqd-tcp-address", type=parse_address,
+                        default=("127.0.0.1", 4150), metavar="ADDR:PORT",
+                        help="<addr>:<port> to connect to nsqd (default: 127.0.0.1:4150)")
+
+
+def add_deadline_argument(parser: argparse.ArgumentParser) -> None:
+    """Go's ``--deadline``: the UTC time to start at."""
+    parser.add_argument("--deadline", type=parse_deadline, default="",
+                        help='start at this UTC time, "2006-01-02 15:04:05" (default: at once)')
+
+
+def add_processes_argument(parser: argparse.ArgumentParser, what: str = "worker processes") -> None:
+    """``--processes`` (or ``--workers``), ``what`` its help says they are; Go's default."""
+    parser.add_argument("--processes", "--workers", type=int, default=default_processes(),
+                        help=what + " (default: the number of CPUs, %(default)s here)")
+
+
+def parse_command_line(
+    description: str,
+    add_arguments: Callable[[argparse.ArgumentParser], None],
+    argv: Optional[Sequence[str]],
+    at_least_one: Sequence[str],
+) -> Tuple[argparse.ArgumentParser, argparse.Namespace]:
+    """
+    A load generator's command line: ``add_arguments``' flags read from
+    ``argv`` (``sys.argv[1:]`` when None), each of ``at_least_one`` checked
+    to be 1 or more. The parser comes back for the script's own checks.
+
+    :raises SystemExit: a usage message and status 2 on bad values.
+    """
+    parser = argparse.ArgumentParser(description=description, allow_abbrev=False)
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    for name in at_least_one:
+        if getattr(args, name) < 1:
+            parser.error("--%s must be at least 1" % (name.replace("_", "-"),))
+    return parser, args
+
+
+class GoSummary:
+    """
+    What a writer or reader run's result (a dataclass with ``duration``,
+    ``count`` and ``size`` fields) says: Go's figures.
+    """
+
+    duration: float
+    count: int
+    size: int
+
+    def summary(self) -> str:
+        """Go's figures: ``duration: ... - mb/s - ops/s - us/op``."""
+        return go_summary(self.duration, self.count, self.size)
+
+
+_Result = TypeVar("_Result", bound=GoSummary)
+
+
+def run_and_log(program: str, run: Callable[[], _Result]) -> Optional[_Result]:
+    """
+    ``run()``, then Go's summary line of its result; or, if a worker failed,
+    nsqd refused or a socket failed, a ``failed:`` line and None.
+    """
+    try:
+        result = run()
+    except (WorkerError, NSQDError, OSError) as error:
+        log(program, "failed: %s" % (error,))
+        return None
+    log(program, result.summary())
+    return result
