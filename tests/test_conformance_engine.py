@@ -454,11 +454,11 @@ class FixtureFilesTests(SynchronousTestCase):
                     self.assertEqual(len(kinds), 1, "%s %s: %r" % (filename, case["name"], step))
 
     def test_missing_directory_fails(self) -> None:
-        """A missing fixture directory is an assertion failure with the variable to set."""
-        self.patch(os, "environ", dict(os.environ, TXNSQ_CONFORMANCE_DIR="/nonexistent/conformance"))
+        """A missing fixture directory is an assertion failure naming where the files belong."""
+        self.patch(conformance, "FIXTURE_DIR", "/nonexistent/conformance")
         error = self.assertRaises(FixtureMissing, conformance.load_fixture, "tcp_v2.json")
         self.assertIsInstance(error, AssertionError)
-        self.assertIn("TXNSQ_CONFORMANCE_DIR", str(error))
+        self.assertIn("tests/fixtures/conformance", str(error))
 
     def test_templates_parse(self) -> None:
         """Every frame and body template in the fixtures uses known placeholders only."""

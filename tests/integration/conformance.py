@@ -2,8 +2,8 @@
 """
 Replay engine for the recorded Go NSQ conformance fixtures.
 
-The fixtures in ``../shared/conformance/`` (see its README.md) are steps
-recorded against Go nsqd/nsqlookupd v1.3.0: bytes to send and what came
+The fixtures in ``tests/fixtures/conformance/`` (see its README.md) are
+steps recorded against Go nsqd/nsqlookupd v1.3.0: bytes to send and what came
 back.  :class:`CaseReplay` plays one case against any daemon reachable over
 TCP (an in-process :func:`txnsq.testing.start_nsqd` or a spawned ``nsqd``
 process) and raises :class:`ConformanceFailure` at the first difference.
@@ -96,10 +96,10 @@ PEER_QUIET_MS = 300
 #: An HTTP exchange (request written to server closed) must finish within.
 HTTP_WITHIN_MS = 10000
 
-#: Environment variable naming the fixture directory explicitly.
-CONFORMANCE_DIR_ENV = "TXNSQ_CONFORMANCE_DIR"
-
-_REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+#: Where the fixture files are: test data of this repository, beside the tests.
+FIXTURE_DIR = os.path.join(
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures", "conformance"
+)
 
 #: Steps that themselves reject any unexpected bytes on their connection, so
 #: an ``expect_frames`` immediately before one of them on the same connection
@@ -135,15 +135,8 @@ class FixtureMissing(FailTest):
 
 
 def conformance_dir() -> str:
-    """
-    The directory holding the fixtures.
-
-    ``$TXNSQ_CONFORMANCE_DIR`` when set, else ``<repo>/../shared/conformance``.
-    """
-    explicit = os.environ.get(CONFORMANCE_DIR_ENV)
-    if explicit:
-        return explicit
-    return os.path.join(os.path.dirname(_REPO_ROOT), "shared", "conformance")
+    """The directory holding the fixtures: :data:`FIXTURE_DIR`."""
+    return FIXTURE_DIR
 
 
 def load_fixture(filename: str) -> Dict[str, Any]:
@@ -160,8 +153,8 @@ def load_fixture(filename: str) -> Dict[str, Any]:
     except OSError as error:
         raise FixtureMissing(
             "conformance fixture %s not found (%s): the Go NSQ recordings are "
-            "expected in <repo>/../shared/conformance; set %s to the directory "
-            "holding them" % (path, error.strerror, CONFORMANCE_DIR_ENV)
+            "part of the repository, in tests/fixtures/conformance/"
+            % (path, error.strerror)
         )
     if document.get("format") != "nsq-conformance/1":
         raise FixtureError("%s: unknown format %r" % (path, document.get("format")))

@@ -2,7 +2,7 @@
 What nsqd sends to an nsqlookupd, against the recorded behaviour of Go
 nsqd v1.3.0.
 
-One test per case of ``../shared/conformance/nsqd_lookup_peer.json``: a
+One test per case of ``tests/fixtures/conformance/nsqd_lookup_peer.json``: a
 stand-in lookupd listens on 127.0.0.1, a brand-new in-process nsqd
 (``txnsq.testing.start_nsqd``) is pointed at it, and the replay checks the
 bytes nsqd writes to it (magic, IDENTIFY, REGISTER/UNREGISTER) while the

@@ -1,7 +1,7 @@
 """
 nsqlookupd against the recorded behaviour of Go nsqlookupd v1.3.0.
 
-One test per case of ``../shared/conformance/lookupd_v1.json`` (the V1 TCP
+One test per case of ``tests/fixtures/conformance/lookupd_v1.json`` (the V1 TCP
 protocol) and ``lookupd_http.json`` (the HTTP API), each against a
 brand-new in-process nsqlookupd (``txnsq.testing.start_nsqlookupd``) on
 127.0.0.1, over real sockets.  A case whose daemons are

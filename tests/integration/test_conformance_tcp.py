@@ -1,7 +1,7 @@
 """
 nsqd's V2 TCP protocol against the recorded behaviour of Go nsqd v1.3.0.
 
-One test per case of ``../shared/conformance/tcp_v2.json``, each against a
+One test per case of ``tests/fixtures/conformance/tcp_v2.json``, each against a
 brand-new in-process nsqd (``txnsq.testing.start_nsqd``) on 127.0.0.1,
 over real sockets.  The methods are generated from the fixture: the name is
 ``test_<case name>``, the docstring the case's description.
