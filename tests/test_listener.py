@@ -6,9 +6,18 @@ from typing import Any
 
 from twisted.internet.address import IPv4Address, IPv6Address, UNIXAddress
 from twisted.internet.defer import Deferred, succeed
+from twisted.internet.protocol import Factory, Protocol
+from twisted.internet.testing import MemoryReactor
 from twisted.trial.unittest import SynchronousTestCase
 
-from txnsq.nsqd.listener import describe_address, when_all_listening
+from txnsq.nsqd.listener import (
+    DEFAULT_BACKLOG,
+    ListeningService,
+    describe_address,
+    system_backlog,
+    when_all_listening,
+    with_backlog,
+)
 
 
 class FakeListener:
@@ -54,3 +63,79 @@ class WhenAllListeningTests(SynchronousTestCase):
         done = when_all_listening([FakeListener(Deferred()), FakeListener(failing)])
         failing.errback(OSError("address in use"))
         self.failureResultOf(done, OSError)
+
+
+class SystemBacklogTests(SynchronousTestCase):
+    """system_backlog reads the kernel's largest accept queue."""
+
+    def write(self, content: bytes) -> str:
+        path = self.mktemp()
+        with open(path, "wb") as handle:
+            handle.write(content)
+        return path
+
+    def test_reads_somaxconn(self) -> None:
+        """The number in the somaxconn file is the backlog."""
+        self.assertEqual(system_backlog(self.write(b"8192\n")), 8192)
+
+    def test_missing_file(self) -> None:
+        """Where the file cannot be read (not Linux), the backlog is 4096."""
+        self.assertEqual(system_backlog(self.mktemp()), DEFAULT_BACKLOG)
+        self.assertEqual(DEFAULT_BACKLOG, 4096)
+
+    def test_unreadable_content(self) -> None:
+        """Content that is not a positive number falls back to 4096."""
+        self.assertEqual(system_backlog(self.write(b"many\n")), DEFAULT_BACKLOG)
+        self.assertEqual(system_backlog(self.write(b"0\n")), DEFAULT_BACKLOG)
+
+    def test_this_system(self) -> None:
+        """On this machine it is at least Linux's historical minimum of 128."""
+        self.assertGreaterEqual(system_backlog(), 128)
+
+
+class WithBacklogTests(SynchronousTestCase):
+    """with_backlog adds a backlog to descriptions that take one."""
+
+    def test_tcp(self) -> None:
+        """A TCP description gets the backlog as its last argument."""
+        self.assertEqual(
+            with_backlog("tcp:4150:interface=127.0.0.1", 4096),
+            "tcp:4150:interface=127.0.0.1:backlog=4096",
+        )
+
+    def test_other_types(self) -> None:
+        """tcp6, ssl and unix descriptions take it too, whatever their case."""
+        self.assertEqual(with_backlog("tcp6:0:interface=\\:\\:1", 9), "tcp6:0:interface=\\:\\:1:backlog=9")
+        self.assertEqual(with_backlog("SSL:4152:privateKey=k.pem", 9), "SSL:4152:privateKey=k.pem:backlog=9")
+        self.assertEqual(with_backlog("unix:/run/nsqd.sock", 9), "unix:/run/nsqd.sock:backlog=9")
+
+    def test_own_backlog_kept(self) -> None:
+        """A description naming its own backlog is left as it is."""
+        self.assertEqual(with_backlog("tcp:4150:backlog=10", 4096), "tcp:4150:backlog=10")
+
+    def test_escaped_text_is_no_backlog(self) -> None:
+        """``backlog=`` inside an escaped value is not taken for the argument."""
+        self.assertEqual(
+            with_backlog("unix:/tmp/a\\:backlog=1.sock", 7),
+            "unix:/tmp/a\\:backlog=1.sock:backlog=7",
+        )
+
+    def test_types_without_backlog(self) -> None:
+        """Plugin and systemd descriptions are not changed."""
+        self.assertEqual(with_backlog("systemd:domain=INET:index=0", 9), "systemd:domain=INET:index=0")
+        self.assertEqual(with_backlog("le:/certs:tcp:443", 9), "le:/certs:tcp:443")
+
+
+class ListeningServiceBacklogTests(SynchronousTestCase):
+    """Every daemon's listeners ask for the system's largest accept queue."""
+
+    def test_tcp_listener_backlog(self) -> None:
+        """A TCP listener listens with system_backlog(), not Twisted's 50."""
+        reactor = MemoryReactor()
+        service = ListeningService(
+            "TCP", reactor, "tcp:0:interface=127.0.0.1", Factory.forProtocol(Protocol)
+        )
+        service.startService()
+        [(port, _factory, backlog, interface)] = reactor.tcpServers
+        self.assertEqual((port, backlog, interface), (0, system_backlog(), "127.0.0.1"))
+        self.assertEqual(service.description, "tcp:0:interface=127.0.0.1")

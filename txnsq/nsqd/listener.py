@@ -5,11 +5,26 @@ A service that listens on one endpoint and says where, as Go nsqd does.
 Test harnesses start nsqd on port 0 and read the real port from the line
 ``TCP: listening on 127.0.0.1:PORT``, so the line names the bound address,
 not the requested one.
+
+Every listener asks the kernel for the largest accept queue it allows
+(``net.core.somaxconn``), as Go's net package does: with Twisted's default
+of 50, a storm of reconnecting clients after a restart waits for SYN
+retransmits (seconds per connection) instead of being accepted at once.
 """
 
 from __future__ import annotations
 
 from typing import Any, List, Optional, Sequence
+
+#: Where Linux says how long an accept queue may be.
+SOMAXCONN_PATH = "/proc/sys/net/core/somaxconn"
+
+#: The accept queue asked for where the system does not say (Linux's
+#: default somaxconn since 5.4).
+DEFAULT_BACKLOG = 4096
+
+#: Endpoint types whose description takes a ``backlog`` argument.
+_BACKLOG_TYPES = frozenset(["tcp", "tcp6", "unix", "ssl"])
 
 from twisted.application.service import Service
 from twisted.internet.defer import Deferred, DeferredList, succeed
@@ -37,6 +52,52 @@ def describe_address(address: object) -> str:
     return format_address(host, getattr(address, "port", 0))
 
 
+def system_backlog(path: str = SOMAXCONN_PATH) -> int:
+    """
+    The accept queue length to ask for: the system's maximum (Linux's
+    ``net.core.somaxconn``), or :data:`DEFAULT_BACKLOG` where it cannot be
+    read.
+    """
+    try:
+        with open(path, "rb") as handle:
+            value = int(handle.read().strip())
+    except (OSError, ValueError):
+        return DEFAULT_BACKLOG
+    return value if value > 0 else DEFAULT_BACKLOG
+
+
+def _unescaped_parts(description: str) -> List[str]:
+    """A description split at its unescaped colons, escapes kept."""
+    parts = [""]
+    escaped = False
+    for char in description:
+        if escaped:
+            parts[-1] += char
+            escaped = False
+        elif char == "\\":
+            parts[-1] += char
+            escaped = True
+        elif char == ":":
+            parts.append("")
+        else:
+            parts[-1] += char
+    return parts
+
+
+def with_backlog(description: str, backlog: int) -> str:
+    """
+    ``description`` asking for an accept queue of ``backlog``, unless it
+    names one itself or is of an endpoint type that takes none (a
+    plugin's, ``systemd``).
+    """
+    parts = _unescaped_parts(description)
+    if parts[0].lower() not in _BACKLOG_TYPES or description.endswith("\\"):
+        return description
+    if any(part.startswith("backlog=") for part in parts[1:]):
+        return description
+    return "%s:backlog=%d" % (description, backlog)
+
+
 def when_all_listening(listeners: Sequence["ListeningService"]) -> "Deferred[None]":
     """
     Fires with ``None`` once every listener is up; fails with the first
@@ -59,7 +120,12 @@ class ListeningService(Service):
     """
     Listen on a Twisted endpoint description while running.
 
+    A TCP, TCP6, SSL or UNIX description without a ``backlog`` of its own
+    listens with the system's largest accept queue (:func:`system_backlog`).
+
     :ivar label: what the log line calls this listener (``TCP``, ``HTTP``).
+    :ivar description: the endpoint description asked for (the log says
+        this one); :func:`with_backlog` adds the backlog when listening.
     """
 
     _log = Logger()
@@ -79,7 +145,9 @@ class ListeningService(Service):
     def startService(self) -> None:
         """Start listening; the outcome is delivered by :meth:`whenListening`."""
         Service.startService(self)
-        endpoint = serverFromString(self.reactor, self.description)
+        endpoint = serverFromString(
+            self.reactor, with_backlog(self.description, system_backlog())
+        )
         self._listening = endpoint.listen(self.factory)
         self._listening.addCallbacks(self._listened, self._failed)
 
