@@ -49,13 +49,21 @@ class NSQAdminService(MultiService):
             reactor = global_reactor
         from txnsq.nsqadmin.app import NSQAdminApp
         from txnsq.nsqadmin.clusterinfo import ClusterInfo
-        from txnsq.nsqadmin.http_client import TimedRequester, treq_send
+        from txnsq.nsqadmin.http_client import ClientTLSPolicy, TimedRequester, treq_send
         from txnsq.nsqadmin.notify import Notifier
 
         self.options = options
         self.reactor = reactor
+        # Reads the --http-client-tls-* files now: a bad one stops the start,
+        # as it stops Go's nsqadmin.New.
+        tls_policy = ClientTLSPolicy(
+            options.http_client_tls_root_ca_file,
+            options.http_client_tls_cert,
+            options.http_client_tls_key,
+            options.http_client_tls_insecure_skip_verify,
+        )
         requester = TimedRequester(
-            treq_send(reactor, options.http_client_connect_timeout),
+            treq_send(reactor, options.http_client_connect_timeout, tls_policy),
             reactor,
             options.http_client_request_timeout,
         )
