@@ -183,20 +183,25 @@ def upgrading_to_https(send: Send) -> Send:
 
 
 def treq_send(
-    reactor: Any, connect_timeout: float, tls_policy: Optional[IPolicyForHTTPS] = None
+    reactor: Any,
+    connect_timeout: float,
+    tls_policy: Optional[IPolicyForHTTPS] = None,
+    pool: Optional[HTTPConnectionPool] = None,
 ) -> Send:
     """
     A :data:`Send` made of treq over an Agent that gives up connecting after
     ``connect_timeout`` seconds and keeps a few idle connections per node
-    (the UI polls the same nodes every few seconds); ``https`` nodes are
-    checked by ``tls_policy`` (the system's roots when omitted), and an
-    nsqd that requires TLS is asked again over HTTPS (:func:`upgrading_to_https`).
+    in ``pool`` (the UI polls the same nodes every few seconds; the owner
+    closes it); ``https`` nodes are checked by ``tls_policy`` (the system's
+    roots when omitted), and an nsqd that requires TLS is asked again over
+    HTTPS (:func:`upgrading_to_https`).
     """
     import treq
     from treq.client import HTTPClient
 
-    pool = HTTPConnectionPool(reactor, persistent=True)
-    pool.maxPersistentPerHost = 2
+    if pool is None:
+        pool = HTTPConnectionPool(reactor, persistent=True)
+        pool.maxPersistentPerHost = 2
     policy = tls_policy if tls_policy is not None else ClientTLSPolicy()
     client = HTTPClient(
         Agent(reactor, contextFactory=policy, connectTimeout=connect_timeout, pool=pool)

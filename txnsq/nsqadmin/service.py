@@ -62,8 +62,13 @@ class NSQAdminService(MultiService):
             options.http_client_tls_key,
             options.http_client_tls_insecure_skip_verify,
         )
+        from twisted.web.client import HTTPConnectionPool
+
+        #: The idle connections to the nodes, closed when the service stops.
+        self.pool = HTTPConnectionPool(reactor, persistent=True)
+        self.pool.maxPersistentPerHost = 2
         requester = TimedRequester(
-            treq_send(reactor, options.http_client_connect_timeout, tls_policy),
+            treq_send(reactor, options.http_client_connect_timeout, tls_policy, self.pool),
             reactor,
             options.http_client_request_timeout,
         )
@@ -116,10 +121,11 @@ class NSQAdminService(MultiService):
         return self.http_listener.whenListening()
 
     def stopService(self) -> "Deferred[None]":
-        """Stop sampling and listening."""
+        """Stop sampling and listening, and close the idle connections to the nodes."""
         if self.sampler is not None and self.sampler.running:
             self.sampler.stop()
-        return maybeDeferred(MultiService.stopService, self)  # type: ignore[return-value]
+        stopped: Deferred[Any] = maybeDeferred(MultiService.stopService, self)
+        return stopped.addCallback(lambda _: self.pool.closeCachedConnections())  # type: ignore[no-any-return]
 
 
 def main(argv: Optional[Sequence[str]] = None) -> None:
