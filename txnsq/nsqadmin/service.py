@@ -125,7 +125,8 @@ class NSQAdminService(MultiService):
         if self.sampler is not None and self.sampler.running:
             self.sampler.stop()
         stopped: Deferred[Any] = maybeDeferred(MultiService.stopService, self)
-        return stopped.addCallback(lambda _: self.pool.closeCachedConnections())  # type: ignore[no-any-return]
+        closed = stopped.addCallback(lambda _: self.pool.closeCachedConnections())
+        return closed  # type: ignore[no-any-return]
 
 
 def main(argv: Optional[Sequence[str]] = None) -> None:

@@ -643,7 +643,11 @@ def node_page(
                 el(
                     "td",
                     None,
-                    el("a", {"href": page.path("topics", topic["topic_name"])}, topic["topic_name"]),
+                    el(
+                        "a",
+                        {"href": page.path("topics", topic["topic_name"])},
+                        topic["topic_name"],
+                    ),
                 ),
                 el("td", None, ""),
                 *_num_cells(topic, ("depth", "message_count")),
@@ -661,7 +665,11 @@ def node_page(
                         None,
                         el(
                             "a",
-                            {"href": page.path("topics", topic["topic_name"], channel["channel_name"])},
+                            {
+                                "href": page.path(
+                                    "topics", topic["topic_name"], channel["channel_name"]
+                                )
+                            },
                             channel["channel_name"],
                         ),
                     ),
