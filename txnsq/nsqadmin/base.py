@@ -25,9 +25,8 @@ from twisted.web.iweb import IRequest
 from werkzeug.exceptions import HTTPException
 
 from txnsq.http.api import HTML_CONTENT_TYPE
-from txnsq.http.routes import GoRouter, Route
+from txnsq.http.routes import GoRouter, Route, request_path
 from txnsq.nsqadmin.actions import ClusterActions, is_admin
-from txnsq.http.routes import request_path
 from txnsq.nsqadmin.clusterinfo import ClusterInfo, ClusterUnavailable, Gathered, NodeError
 from txnsq.nsqadmin.guard import CSRF_HEADER, STATE_CHANGING, csrf_refusal
 from txnsq.nsqadmin.history import History
