@@ -13,6 +13,7 @@ from typing import List, Sequence
 
 from twisted.trial.unittest import SynchronousTestCase
 
+from txnsq.protocol import metaq
 from txnsq.protocol.metaq import (
     BAD_REQUEST,
     DEFAULT_OPAQUE,
@@ -607,6 +608,53 @@ class FuzzTests(SynchronousTestCase):
             whole = split_whole_records(buf, len(buf))
             self.assertTrue(length <= whole <= len(buf))
             self.assertEqual(sum(r.length for r in iter_records(buf)), whole)
+
+
+class FastPathTests(SynchronousTestCase):
+    """The one-regex path for plain put and get lines agrees with the general path."""
+
+    LINES = [
+        b"put t 0 5 0 1",
+        b"put t -1 5 -7 -2147483648",
+        b"put t 0 0 0 1",
+        b"put t 0 5 1 1",
+        b"put t\xff 0 5 0 1",
+        b"put t 0 200 0 1",
+        b"put t 0 5 0 2147483647",
+        b"put t 0 5 0 999999999",
+        b"put t 00 05 00 01",
+        b"put t -0 5 0 -0",
+        b"get t g 0 0 1 1",
+        b"get t g -1 -5 1 -1",
+        b"get t g 0 999999999999999999 999999999 999999999",
+        b"get t g 0 0 0 1",
+        b"get t g 0 0 000 1",
+        b"get t g 0 0 007 1",
+        b"get t \xff 0 0 1 1",
+        b"get \xfe g 0 0 1 1",
+    ]
+
+    def _parse(self, general: bool) -> List[object]:
+        if general:
+            self.patch(metaq, "_PLAIN_PUT", lambda line: None)
+            self.patch(metaq, "_PLAIN_GET", lambda line: None)
+        out: List[object] = []
+        rng = random.Random(5)
+        for line in self.LINES:
+            parser = MetaqRequestParser(max_body_size=100)
+            out.append(parser.feed(line + b"\r\n" + bytes(rng.randrange(256) for _ in range(5)) + b"version 1\r\n"))
+            out.append(parser.dead)
+        return out
+
+    def test_same_results(self) -> None:
+        """Each plain line parses to the same items and state either way."""
+        fast = self._parse(general=False)
+        general = self._parse(general=True)
+        self.assertEqual(fast, general)
+        # The corpus reaches both outcomes.
+        self.assertIn(True, fast)
+        self.assertTrue(any(isinstance(i, PutRequest) for items in fast if isinstance(items, list) for i in items))
+        self.assertTrue(any(isinstance(i, MetaqError) for items in fast if isinstance(items, list) for i in items))
 
 
 class ResponseParserTests(SynchronousTestCase):

@@ -147,6 +147,7 @@ _unpack_header = _HEADER.unpack_from
 _INT32 = struct.Struct(">i")
 _pack_int32 = _INT32.pack
 _unpack_int32 = _INT32.unpack_from
+_unpack_uint32 = struct.Struct(">I").unpack_from
 
 # Java's Integer.parseInt / Long.parseLong: an optional sign and ASCII
 # digits, nothing else (Python's int() would also take spaces, "_" and
@@ -165,10 +166,15 @@ def _number(field: bytes, low: int, high: int) -> Optional[int]:
 
 
 def _int32(field: bytes) -> Optional[int]:
+    # Up to 9 plain digits is always an int32 (bytes.isdigit is ASCII-only).
+    if field.isdigit() and len(field) < 10:
+        return int(field)
     return _number(field, _INT32_MIN, _INT32_MAX)
 
 
 def _int64(field: bytes) -> Optional[int]:
+    if field.isdigit() and len(field) < 19:
+        return int(field)
     return _number(field, _INT64_MIN, _INT64_MAX)
 
 
@@ -348,14 +354,13 @@ def split_whole_records(buffer: Buffer, max_size: int, start: int = 0) -> int:
     limit = start + max_size
     if limit > end:
         limit = end
-    unpack = _unpack_int32
+    # Read unsigned: a negative length reads as 2**31 or more and stops the
+    # walk with the same test as a record that does not fit.
+    unpack = _unpack_uint32
     pos = start
-    last = limit - HEADER_LENGTH
+    last = limit - 20
     while pos <= last:
-        size = unpack(buffer, pos)[0]
-        if size < 0:
-            break
-        following = pos + HEADER_LENGTH + size
+        following = pos + 20 + unpack(buffer, pos)[0]
         if following > limit:
             break
         pos = following
@@ -888,6 +893,25 @@ class _Pending:
         raise NotImplementedError()
 
 
+def _complete_put(put: PutRequest, body: bytes, verify: bool) -> object:
+    """``put`` with its body, or the error its body makes."""
+    put.data = body
+    if put.flag & FLAG_ATTRIBUTE:
+        problem = _attribute_problem(put.flag, body, 0, len(body))
+        if problem is not None:
+            return MetaqError(BAD_REQUEST, "put: " + problem, put.opaque, command="put")
+    if verify and put.checksum is not None and put.checksum != -1:
+        actual = zlib.crc32(body) & 0x7FFFFFFF
+        if actual != put.checksum:
+            return MetaqError(
+                BAD_REQUEST,
+                "put: checksum %d does not match the body's %d" % (put.checksum, actual),
+                put.opaque,
+                command="put",
+            )
+    return put
+
+
 class _PendingPut(_Pending):
     __slots__ = ("put", "verify")
 
@@ -896,21 +920,7 @@ class _PendingPut(_Pending):
         self.verify = verify
 
     def complete(self, body: bytes) -> object:
-        put = self.put
-        put.data = body
-        problem = _attribute_problem(put.flag, body, 0, len(body))
-        if problem is not None:
-            return MetaqError(BAD_REQUEST, "put: " + problem, put.opaque, command="put")
-        if self.verify and put.checksum is not None and put.checksum != -1:
-            actual = zlib.crc32(body) & 0x7FFFFFFF
-            if actual != put.checksum:
-                return MetaqError(
-                    BAD_REQUEST,
-                    "put: checksum %d does not match the body's %d" % (put.checksum, actual),
-                    put.opaque,
-                    command="put",
-                )
-        return put
+        return _complete_put(self.put, body, self.verify)
 
 
 class _PendingItem(_Pending):
@@ -948,6 +958,15 @@ class _PendingValue(_Pending):
 
 # ---------------------------------------------------------------------------
 # Server side
+
+
+# put topic partition length flag opaque, and get topic group partition offset
+# maxSize opaque, with numbers that are int32 (int64 for the offset) whatever
+# their digits, and no optional field: the lines clients send all the time.
+_PLAIN_PUT = re.compile(rb"put ([^ ]+) (-?[0-9]{1,9}) ([0-9]{1,9}) (-?[0-9]{1,9}) (-?[0-9]{1,9})").fullmatch
+_PLAIN_GET = re.compile(
+    rb"get ([^ ]+) ([^ ]+) (-?[0-9]{1,9}) (-?[0-9]{1,18}) ([0-9]{1,9}) (-?[0-9]{1,9})"
+).fullmatch
 
 
 def _last_opaque(fields: List[bytes]) -> int:
@@ -1009,6 +1028,29 @@ class MetaqRequestParser(_LineStream):
         return _LineStream.feed(self, data)  # type: ignore[return-value]
 
     def _line(self, line: bytes) -> Optional[object]:
+        # The usual put and get lines in one regex call each; anything else
+        # (and any line these do not match) takes the general path below,
+        # which makes every check.
+        match = _PLAIN_PUT(line)
+        if match is not None:
+            topic_field, partition, length, flag, opaque = match.groups()
+            size = int(length)
+            if size <= self.max_body_size:
+                topic = _text(topic_field)
+                if topic is not None:
+                    put = PutRequest(topic, int(partition), b"", int(flag), int(opaque))
+                    if size == 0:
+                        return _complete_put(put, b"", False)
+                    self._expect(_PendingPut(put, False), size)
+                    return None
+        else:
+            match = _PLAIN_GET(line)
+            if match is not None:
+                topic_field, group_field, partition, offset, max_size, opaque = match.groups()
+                topic = _text(topic_field)
+                group = _text(group_field)
+                if topic is not None and group is not None and max_size.strip(b"0"):
+                    return GetRequest(topic, group, int(partition), int(offset), int(max_size), int(opaque))
         fields = _fields(line)
         name = fields[0]
         if name == b"put":
@@ -1036,6 +1078,10 @@ class MetaqRequestParser(_LineStream):
 
     def _body_length(self, command: str, fields: List[bytes], index: int) -> Union[int, MetaqError]:
         """The body length field, or the fatal error when it is unusable."""
+        if len(fields) > index:
+            length = _int32(fields[index])
+            if length is not None and 0 <= length <= self.max_body_size:
+                return length
         opaque = _last_opaque(fields)
         if len(fields) <= index:
             return MetaqError(BAD_REQUEST, "%s: no body length" % (command,), opaque, True, command)
@@ -1103,7 +1149,7 @@ class MetaqRequestParser(_LineStream):
             else:
                 put = PutRequest(topic, partition, b"", flag, opaque, checksum, key)
                 if length == 0:
-                    return _PendingPut(put, self.verify_checksums).complete(b"")
+                    return _complete_put(put, b"", self.verify_checksums)
                 self._expect(_PendingPut(put, self.verify_checksums), length)
                 return None
         if length == 0:
