@@ -190,6 +190,14 @@ class RecordTests(SynchronousTestCase):
         self.assertEqual([r.msg_id for r in found], [1, 2, 3])
         self.assertEqual(found[0], Record(0, checksum(b"a"), 1, 0, b"a"))
 
+    def test_repr(self) -> None:
+        """Records and parsed items show their fields, long bodies by size."""
+        self.assertEqual(
+            repr(Record(0, 5, 1, 0, b"a")), "Record(position=0, msg_id=1, flag=0, checksum=5, data=b'a')"
+        )
+        self.assertEqual(repr(VersionRequest(3)), "VersionRequest(opaque=3)")
+        self.assertIn("data=<100 bytes>", repr(PutRequest("t", 0, b"x" * 100, 0, 1)))
+
     def test_iter_records_window(self) -> None:
         """iter_records reads only between start and end."""
         buf = records([b"a", b"bb", b"ccc"])
@@ -508,6 +516,7 @@ class RequestErrorTests(SynchronousTestCase):
         """sync is framed (its body skipped) and refused; an unusable length is fatal."""
         self.assertError(b"sync t 0 5 0 1 2\r\nhello", False, "sync: not supported", 2)
         self.assertError(b"sync t 0 x 0 1 2\r\n", True, "sync: invalid body length", 2)
+        self.assertError(b"sync t 0 0 0 1 2\r\n", False, "sync: not supported", 2)
 
     def test_line_too_long(self) -> None:
         """A line longer than the limit without CRLF is fatal."""
@@ -577,8 +586,8 @@ class FuzzTests(SynchronousTestCase):
                         (PutRequest, GetRequest, OffsetRequest, StatsRequest, VersionRequest, QuitRequest, AuthRequest,
                          MetaqError),
                     )
-                for item in response.feed(chunk):
-                    self.assertIsInstance(item, (ResultResponse, ValueResponse, MetaqError))
+                for reply in response.feed(chunk):
+                    self.assertIsInstance(reply, (ResultResponse, ValueResponse, MetaqError))
 
     def test_mutated_requests(self) -> None:
         """Valid streams with random bytes changed never make the parsers raise, and errors encode."""
@@ -750,6 +759,16 @@ class RoundTripTests(SynchronousTestCase):
         """An auth secret that is not one field cannot be encoded."""
         self.assertRaises(ValueError, AuthRequest(b"a b", 1).encode)
         self.assertRaises(ValueError, AuthRequest(b"", 1).encode)
+
+    def test_fields_checked(self) -> None:
+        """A name that would change the request line's fields cannot be encoded."""
+        for bad in ("", "a b", "a\r", "a\nb"):
+            self.assertRaises(ValueError, PutRequest(bad, 0, b"x", 0, 1).encode)
+            self.assertRaises(ValueError, GetRequest("t", bad, 0, 0, 1, 1).encode)
+            self.assertRaises(ValueError, OffsetRequest(bad, "g", 0, 0, 1).encode)
+        self.assertRaises(ValueError, PutRequest("t", 0, b"x", 0, 1, transaction_key="a b").encode)
+        self.assertRaises(ValueError, StatsRequest("a b", 1).encode)
+        self.assertEqual(StatsRequest("", 1).encode(), b"stats  1\r\n")
 
     def test_replies(self) -> None:
         """Every reply encoder parses back on the client side."""

@@ -435,6 +435,10 @@ class _Item:
     def _slot_names(self) -> Tuple[str, ...]:
         return self.__slots__
 
+    def encode(self) -> bytes:
+        """The item's bytes on the wire."""
+        raise NotImplementedError()
+
     def __eq__(self, other: object) -> bool:
         if type(other) is not type(self):
             return NotImplemented
@@ -453,8 +457,25 @@ class _Item:
         return "%s(%s)" % (type(self).__name__, ", ".join(shown))
 
 
+_SEPARATORS = re.compile(rb"[ \r\n]").search
+
+
 def _line(*fields: Union[str, bytes, int]) -> bytes:
-    parts = [f if isinstance(f, bytes) else str(f).encode("utf-8") for f in fields]
+    """
+    A request line of ``fields`` (text as UTF-8, numbers in decimal).
+
+    :raises ValueError: a text field that is empty or holds a space, CR or
+        LF (it would change the line's fields).
+    """
+    parts = []
+    for field in fields:
+        if isinstance(field, int):
+            parts.append(b"%d" % (field,))
+            continue
+        part = field if isinstance(field, bytes) else field.encode("utf-8")
+        if not part or _SEPARATORS(part) is not None:
+            raise ValueError("%r cannot be a field of a request line" % (field,))
+        parts.append(part)
     return b" ".join(parts) + b"\r\n"
 
 
@@ -507,6 +528,9 @@ class PutRequest(_Item):
         The request's bytes: ``put topic partition length flag [checksum]
         [transactionKey] opaque\\r\\n`` and the data (the checksum field
         only when :attr:`checksum` is set, as Java clients since 1.4.4 send).
+
+        :raises ValueError: a topic or transaction key that is empty or
+            holds a space, CR or LF.
         """
         fields: List[Union[str, bytes, int]] = [b"put", self.topic, self.partition, len(self.data), self.flag]
         if self.checksum is not None:
@@ -572,8 +596,12 @@ class StatsRequest(_Item):
         ``stats item opaque\\r\\n``; without an item ``stats  opaque``
         (an empty item field, as the Java client writes it, so that a Java
         broker does not take the opaque for an item).
+
+        :raises ValueError: an item that holds a space, CR or LF.
         """
-        return _line(b"stats", self.item or b"", self.opaque)
+        if not self.item:
+            return b"stats  %d\r\n" % (self.opaque,)
+        return _line(b"stats", self.item, self.opaque)
 
 
 class VersionRequest(_Item):
@@ -628,8 +656,6 @@ class AuthRequest(_Item):
 
         :raises ValueError: a secret that is empty or holds a space, CR or LF.
         """
-        if not self.secret or any(c in self.secret for c in b" \r\n"):
-            raise ValueError("an auth secret must be one non-empty field")
         return _line(b"auth", self.secret, self.opaque)
 
 
