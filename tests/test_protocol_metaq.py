@@ -686,6 +686,16 @@ class ResponseParserTests(SynchronousTestCase):
             out.extend(parser.feed(wire[i:i + 1]))
         self.assertEqual(out, [ValueResponse(SEED_ONE_RECORD, 5), ResultResponse(200, b"", 6)])
 
+    def test_large_value_in_reads(self) -> None:
+        """A value reply larger than one read is assembled whole, and parsing goes on after it."""
+        log = records([b"x" * 80] * 500)
+        wire = encode_value(log, 1) + b"result 200 0 2\r\n"
+        parser = MetaqResponseParser()
+        out: List[object] = []
+        for i in range(0, len(wire), 4000):
+            out.extend(parser.feed(wire[i:i + 4000]))
+        self.assertEqual(out, [ValueResponse(log, 1), ResultResponse(200, b"", 2)])
+
     def test_trailing_space(self) -> None:
         """A trailing space on the line is ignored, as Java's split does."""
         self.assertEqual(MetaqResponseParser().feed(b"value 0 -214748 \r\n"), [ValueResponse(b"", -214748)])

@@ -864,7 +864,14 @@ class _LineStream:
                 stop = pos + self._need
                 if stop > size:
                     break
-                body = bytes(buf[pos:stop])
+                if stop - pos < 4096:
+                    body = bytes(buf[pos:stop])
+                else:
+                    # One copy instead of two for large bodies (a value
+                    # reply of many records); the view is released at once
+                    # so that the buffer can be resized again.
+                    with memoryview(buf) as view, view[pos:stop] as part:
+                        body = part.tobytes()
                 pos = stop
                 self._pending = None
                 out.append(pending.complete(body))
