@@ -6,6 +6,7 @@ The flight log of the disk backend: what it holds is what a later
 from __future__ import annotations
 
 import os
+from typing import List
 
 from twisted.trial.unittest import SynchronousTestCase
 
@@ -147,7 +148,7 @@ class FlightLogTests(SynchronousTestCase):
 
     def test_sync_only_for_holds(self) -> None:
         """With sync, a write holding a message is fsynced; one that only releases is not."""
-        synced = []
+        synced: List[int] = []
         self.patch(flight_log.os, "fsync", synced.append)
         log = self.make(sync=True)
         log.hold(0, message(1))
