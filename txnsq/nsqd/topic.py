@@ -76,12 +76,14 @@ class Topic:
         # Deferred publishes waiting for a channel, with their delays (Go
         # starts the delay when a channel takes the message).
         self._backlog: List[Tuple[bytes, float]] = []
-        if IDeferredStore.providedBy(self._queue):
-            for delay_ns, data in self._queue.load_deferred():
-                self._backlog.append((data, delay_ns / 1e9))
         # A queue keeping a flight log (disk, --mem-queue-size=0) holds the
         # backlog's messages there until a channel has them.
         self._flight: Any = self._queue if getattr(self._queue, "journaled", False) else None
+        if IDeferredStore.providedBy(self._queue):
+            for delay_ns, data in self._queue.load_deferred():
+                self._backlog.append((data, delay_ns / 1e9))
+                if self._flight is not None:
+                    self._flight.hold(delay_ns, data)
         recover = getattr(self._queue, "recover_held", None)
         if recover is not None:
             # After a crash: the deferred publishes that were waiting.

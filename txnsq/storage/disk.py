@@ -283,6 +283,10 @@ class DiskQueue:
         self._copies = 0
         self._unread_copies: Dict[bytes, int] = {}
         self._saved: Optional[Tuple[DeferredState, List[Tuple[int, bytes]]]] = None
+        # After a crash: deferred messages held again whose plain copies
+        # may still be in the segments, before this position.
+        self._held_copies: Dict[bytes, int] = {}
+        self._held_copies_end = (0, 0)
         self._to_save: List[Tuple[int, bytes]] = []
         self._closed = False
         #: The function writing bytes to a file descriptor; a test seam for
@@ -481,6 +485,15 @@ class DiskQueue:
             return []
         deferred = [(due, data) for due, data in items if due]
         in_flight = [data for due, data in items if not due]
+        if deferred:
+            # A clean shutdown before the crash may have left plain copies
+            # of them in the segments, whose skipping was not recorded:
+            # skip records equal to them, up to where the segments ended.
+            copies: Dict[bytes, int] = {}
+            for _, data in deferred:
+                copies[data] = copies.get(data, 0) + 1
+            self._held_copies = copies
+            self._held_copies_end = (self._write_file, self._write_pos)
         _log.warn(
             "DISKQUEUE({name}): recovered {in_flight} in-flight and {deferred} "
             "deferred messages from {file}",
@@ -967,6 +980,8 @@ class DiskQueue:
                 self._next_read_file()
             if self._copies and self._skip_copy(number, pos, data):
                 continue
+            if self._held_copies and self._skip_held_copy(number, pos, data):
+                continue
             return data
 
     def _read_pending(self, offset: int) -> Optional[bytes]:
@@ -994,6 +1009,22 @@ class DiskQueue:
         unread = self._unread_copies.get(data)
         if unread:
             self._unread_copies[data] = unread - 1
+        return True
+
+    def _skip_held_copy(self, number: int, pos: int, data: bytes) -> bool:
+        """Whether the record read at ``number``/``pos`` is a plain copy
+        of a deferred message recovered from the flight log."""
+        copies = self._held_copies
+        if (number, pos) >= self._held_copies_end:
+            copies.clear()
+            return False
+        left = copies.get(data)
+        if not left:
+            return False
+        if left == 1:
+            del copies[data]
+        else:
+            copies[data] = left - 1
         return True
 
     def _unread_runs(self) -> List[List[int]]:
@@ -1147,6 +1178,7 @@ class DiskQueue:
         self._forget_copies()
 
     def _forget_copies(self) -> None:
+        self._held_copies.clear()
         self._runs.clear()
         self._copies = 0
         self._unread_copies = {}
