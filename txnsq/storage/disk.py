@@ -1276,7 +1276,8 @@ class DiskStorage:
 
     def __init__(self) -> None:
         self._worker: Optional[SyncWorker] = None
-        self._committers: "weakref.WeakKeyDictionary[Any, Committer]" = (
+        # Per clock (reactor), per --sync-every=1 or not.
+        self._committers: "weakref.WeakKeyDictionary[Any, Dict[bool, Committer]]" = (
             weakref.WeakKeyDictionary()
         )
 
@@ -1293,11 +1294,13 @@ class DiskStorage:
         """The committer of ``clock``'s queues with ``--mem-queue-size=0``."""
         if int(options.mem_queue_size) != 0:
             return None
-        committer = self._committers.get(clock)
+        sync = int(options.sync_every) == 1
+        by_sync = self._committers.get(clock)
+        if by_sync is None:
+            by_sync = self._committers[clock] = {}
+        committer = by_sync.get(sync)
         if committer is None:
-            committer = self._committers[clock] = Committer(
-                clock, int(options.sync_every) == 1
-            )
+            committer = by_sync[sync] = Committer(clock, sync)
         return committer
 
     def open_queue(self, name: str, options: Any, clock: Any) -> DiskQueue:
