@@ -811,3 +811,39 @@ class OutputBufferingTests(ProtocolTestCase):
 
         client.send(DeflateEncoder(1).encode(b"SUB t c\n"))
         self.assertEqual(self.inflate(client, decoder), [(RESPONSE, b"OK")])
+
+
+class BarrierTests(ProtocolTestCase):
+    """With --mem-queue-size=0 the broker's barrier runs before any output leaves."""
+
+    def setUp(self) -> None:
+        ProtocolTestCase.setUp(self)
+        # What each client had been sent when the barrier ran.
+        self.seen: List[bytes] = []
+        self.clients: List[Client] = []
+        self.broker.barrier = lambda: self.seen.append(
+            b"".join(client.transport.value() for client in self.clients)
+        )
+
+    def test_ok_after_barrier(self) -> None:
+        """A PUB's OK is written only after the barrier ran (its records are on disk by then)."""
+        producer = self.connect()
+        self.clients.append(producer)
+        producer.send(pub(b"t", b"x"))
+        self.assertEqual(self.seen, [b""])
+        self.assertEqual(producer.raw(), OK)
+
+    def test_message_after_barrier(self) -> None:
+        """A message frame is written only after the barrier ran (its flight-log entry is written by then)."""
+        consumer = self.subscribe()
+        self.clients.append(consumer)
+        del self.seen[:]
+        self.broker.get_topic("t").publish(b"x")
+        self.clock.advance(0)
+        self.assertEqual(self.seen, [b""])
+        self.assertEqual(len(self.messages(consumer)), 1)
+
+    def test_no_barrier_by_default(self) -> None:
+        """A broker on other storage has no barrier."""
+        self.make_broker()
+        self.assertIsNone(self.broker.barrier)

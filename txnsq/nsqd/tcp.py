@@ -501,6 +501,11 @@ class NSQDProtocol(Protocol):
         self._out_size = 0
         if self.state == STATE_CLOSED or self.transport is None:
             return
+        barrier = self.broker.barrier
+        if barrier is not None:
+            # --mem-queue-size=0: an OK (or a message) leaves only once the
+            # records and flight-log entries it depends on are written.
+            barrier()
         data = out[0] if len(out) == 1 else b"".join(out)
         encoder = self._encoder
         self.transport.write(data if encoder is None else encoder.encode(data))
