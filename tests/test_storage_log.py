@@ -10,6 +10,7 @@ import signal
 import struct
 import subprocess
 import sys
+import zlib
 from typing import Any, Dict, List, Optional, Tuple
 
 from twisted.internet.task import Clock
@@ -29,7 +30,10 @@ from txnsq.storage.log_format import (
     ATTRIBUTE_FLAG,
     INDEX_ENTRY,
     Seal,
+    checksum,
+    crc32,
     decode_index,
+    encode_batch,
     encode_record,
     encode_seal,
     index_file_name,
@@ -105,6 +109,20 @@ class LogFormatTests(SynchronousTestCase):
             INDEX_ENTRY.pack(8, 5),
         ):
             self.assertRaises(DiskFormatError, decode_index, data)
+
+    def test_batch_is_records_back_to_back(self) -> None:
+        """A batch's bytes are its records' bytes, joined."""
+        records = [(msg_id(n), n % 2, body(n, n)) for n in range(50)]
+        self.assertEqual(encode_batch(records), b"".join(encode_record(*r) for r in records))
+        self.assertRaises(struct.error, encode_batch, records + [(b"1234567", 0, b"x")])
+        self.assertRaises(struct.error, encode_batch, [(b"123456789", 0, b"x")] + records)
+
+    def test_crc32_is_zlibs(self) -> None:
+        """The CRC32 used (ISA-L's when installed) is zlib's, incrementally too."""
+        data = bytes(range(256)) * 41
+        self.assertEqual(crc32(data), zlib.crc32(data))
+        self.assertEqual(crc32(data[1000:], crc32(data[:1000])), zlib.crc32(data))
+        self.assertEqual(checksum(b"FFFF"), 0x52B025A9)
 
     def test_iter_records_damaged(self) -> None:
         """Decoding a slice with a flipped byte or a partial record fails."""
@@ -196,12 +214,13 @@ class PartitionLogTests(LogTestCase):
         """A record's offset is its byte position; the segment is the records back to back."""
         log = self.open()
         records = [(msg_id(n), 0, body(n, n + 1)) for n in range(5)]
-        offsets = log.append_many(records, 5)
+        self.assertEqual(log.append_many(records, 5), 0)
         encoded = [encode_record(*record) for record in records]
-        expected = [sum(len(e) for e in encoded[:n]) for n in range(5)]
-        self.assertEqual(offsets, expected)
+        offsets = [record.offset for record in iter_records(log.read(0, 1000)[0])]
+        self.assertEqual(offsets, [sum(len(e) for e in encoded[:n]) for n in range(5)])
         self.assertEqual(log.next_offset, sum(len(e) for e in encoded))
         self.assertEqual(self.read_file("00000000000000000000.log"), b"".join(encoded))
+        self.assertEqual(log.append(msg_id(9), 0, b"x", 6), log.next_offset - 21)
 
     def test_read_is_whole_records(self) -> None:
         """A read returns the whole records that fit in max_size and where to go on."""
@@ -267,10 +286,21 @@ class PartitionLogTests(LogTestCase):
             return os.write(fd, data)
 
         log.os_write = write
-        offsets = log.append_many([(msg_id(n), 0, body(n)) for n in range(6)], 9)
+        offset = log.append_many([(msg_id(n), 0, body(n)) for n in range(6)], 9)
         self.assertEqual(writes, [240])
-        self.assertEqual(offsets[0], 120)
+        self.assertEqual(offset, 120)
         self.assertEqual([s.bytes for s in log.segments()], [120, 240])
+
+    def test_batch_index(self) -> None:
+        """A short batch is indexed at its first record; a long one also every interval."""
+        log = self.open(index_interval=100, segment_bytes=10000)
+        log.append_many([(msg_id(n), 0, body(n, 20)) for n in range(5)], 7)  # 200 bytes
+        log.append_many([(msg_id(n), 0, body(n, 20)) for n in range(5)], 8)  # 200 bytes
+        log.append_many([(msg_id(n), 0, body(n, 20)) for n in range(15)], 9)  # 600 bytes
+        log.sync()
+        entries, _ = decode_index(self.read_file("00000000000000000000.index"))
+        self.assertEqual(entries, [(0, 7), (200, 8), (400, 9), (520, 9), (640, 9), (760, 9), (880, 9)])
+        self.assertEqual(len(self.read_all(log, max_size=50)), 25)
 
     def test_reopen(self) -> None:
         """A log closed and opened again has its records and offsets and writes on."""
@@ -597,7 +627,7 @@ class RetentionTests(LogTestCase):
         topic = self.topic(partitions=2)
         self.assertEqual(topic.append(msg_id(1), 0, b"a", 1), (0, 0))
         self.assertEqual(topic.append(msg_id(2), 0, b"b", 1), (1, 0))
-        self.assertEqual(topic.append_many([(msg_id(3), 0, b"c")], 1), (0, [21]))
+        self.assertEqual(topic.append_many([(msg_id(3), 0, b"c")], 1), (0, 21))
         self.assertEqual(sorted(os.listdir(self.directory)), ["t-0", "t-1"])
 
 
@@ -608,10 +638,10 @@ from txnsq.storage.log import PartitionLog
 log = PartitionLog(sys.argv[1], Clock(), segment_bytes=4096, sync_every=1)
 number = 0
 while True:
-    offsets = log.append_many(
+    offset = log.append_many(
         [(struct.pack(">q", number + i), 0, b"%08d" % (number + i) * 4) for i in range(3)], number
     )
-    sys.stdout.write("%d %d\n" % (number, offsets[0]))
+    sys.stdout.write("%d %d\n" % (number, offset))
     sys.stdout.flush()
     number += 3
 """
@@ -629,6 +659,7 @@ class DurabilityTests(LogTestCase):
             stdout=subprocess.PIPE,
             env=env,
         )
+        # The first record of each acknowledged batch of three.
         acknowledged: Dict[int, int] = {}
         assert child.stdout is not None
         try:
@@ -643,6 +674,9 @@ class DurabilityTests(LogTestCase):
             child.stdout.close()
         log = self.open(segment_bytes=4096)
         records = {offset: data for offset, data in self.read_all(log, max_size=4096)}
+        offsets = sorted(records)
         for number, offset in acknowledged.items():
-            self.assertEqual(records.get(offset), b"%08d" % (number,) * 4)
+            at = offsets.index(offset)
+            for i in range(3):
+                self.assertEqual(records[offsets[at + i]], b"%08d" % (number + i) * 4)
         self.assertGreaterEqual(len(records), 3 * len(acknowledged))

@@ -36,9 +36,9 @@ from __future__ import annotations
 
 import bisect
 import os
-import struct
-import zlib
 from array import array
+from itertools import accumulate, repeat
+from operator import add, itemgetter
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 from twisted.logger import Logger
@@ -49,8 +49,11 @@ from txnsq.storage.log_format import (
     HEADER,
     HEADER_SIZE,
     INDEX_ENTRY,
+    RecordScan,
     Seal,
+    crc32,
     decode_index,
+    encode_batch,
     encode_seal,
     index_file_name,
     parse_segment_file_name,
@@ -82,6 +85,10 @@ RETENTION_CHECK_INTERVAL = 60.0
 #: Segment sizes must fit the seal's 32 bits (and index positions).
 SEAL_LIMIT = 1 << 32
 
+#: Batches longer than this many index intervals get an index entry every
+#: interval, shorter ones one for their first record.
+_WALK_INTERVALS = 4
+
 #: Read file descriptors kept open per partition.
 _READ_FDS = 8
 
@@ -91,6 +98,7 @@ _MASK = 0x7FFFFFFF
 _log = Logger(namespace="txnsq.storage.log")
 
 _Record = Tuple[bytes, int, bytes]
+_DATA = itemgetter(2)
 
 
 class OffsetOutOfRange(LookupError):
@@ -334,58 +342,58 @@ class PartitionLog:
 
         :param msg_id: the 8-byte id (see :func:`~txnsq.storage.log_format.raw_message_id`).
         :raises OSError: it could not be written; the log is unchanged.
+        :raises struct.error: ``msg_id`` is not 8 bytes.
         """
-        return self.append_many([(msg_id, flag, data)], timestamp_ns)[0]
+        return self.append_many([(msg_id, flag, data)], timestamp_ns)
 
-    def append_many(self, records: Sequence[_Record], timestamp_ns: int) -> List[int]:
+    def append_many(self, records: Sequence[_Record], timestamp_ns: int) -> int:
         """
         Append records ``(msg_id, flag, data)`` published at ``timestamp_ns``
-        with one ``write``; returns their offsets.
+        with one ``write``; returns the offset of the first (each next one
+        is the previous offset plus 20 plus its data's length).
 
         :raises OSError: they could not be written; the log is unchanged.
         :raises struct.error: a message id is not 8 bytes.
         """
-        if not records:
-            return []
-        pack = HEADER.pack
-        crc32 = zlib.crc32
-        parts: List[bytes] = []
-        sizes: List[int] = []
-        for msg_id, flag, data in records:
-            if len(msg_id) != 8:
-                raise _id_error(msg_id)
-            parts.append(pack(len(data), crc32(data) & _MASK, msg_id, flag))
-            parts.append(data)
-            sizes.append(HEADER_SIZE + len(data))
-        batch = b"".join(parts)
+        batch = encode_batch(records)
         segment = self._segments[-1]
         if segment.size and segment.size + len(batch) > self._segment_bytes:
             self._roll()
             segment = self._segments[-1]
         start = segment.size
+        if not batch:
+            return segment.base + start
         self._write(batch, start)
         segment.crc = crc32(batch, segment.crc)
-        newest = segment.newest if segment.newest > timestamp_ns else timestamp_ns
-        segment.newest = newest
-        base = segment.base
-        offsets = []
-        pos = start
-        last = self._last_entry
+        if segment.newest < timestamp_ns:
+            segment.newest = timestamp_ns
+        segment.size = start + len(batch)
+        # The index gets the batch's first record (one interval after the
+        # last entry at least) and, in a batch longer than a few intervals,
+        # the records one interval apart: reads walk a few KiB at most.
         interval = self._interval
-        for size in sizes:
-            if last < 0 or pos - last >= interval:
-                last = pos
-                segment.positions.append(base + pos)
-                segment.timestamps.append(newest)
-                self._pending_index += INDEX_ENTRY.pack(pos, newest)
-            offsets.append(base + pos)
-            pos += size
-        self._last_entry = last
-        segment.size = pos
-        self._after_write(len(sizes))
+        if self._last_entry < 0 or start - self._last_entry >= interval:
+            self._index(segment, start)
+        if len(batch) > _WALK_INTERVALS * interval:
+            sizes = map(add, map(len, map(_DATA, records)), repeat(HEADER_SIZE))
+            offsets = list(accumulate(sizes, initial=start))
+            offsets.pop()
+            at = bisect.bisect_left(offsets, self._last_entry + interval)
+            while at < len(offsets):
+                self._index(segment, offsets[at])
+                at = bisect.bisect_left(offsets, offsets[at] + interval, at + 1)
+        self._after_write(len(records))
         if self._retention is not None:
             self._retention.grew(len(batch))
-        return offsets
+        return segment.base + start
+
+    def _index(self, segment: _Segment, pos: int) -> None:
+        """Add the record at ``pos`` (in the segment) to the index."""
+        newest = segment.newest
+        segment.positions.append(segment.base + pos)
+        segment.timestamps.append(newest)
+        self._pending_index += INDEX_ENTRY.pack(pos, newest)
+        self._last_entry = pos
 
     def _write(self, batch: bytes, start: int) -> None:
         fd = self._write_fd
@@ -748,7 +756,7 @@ class PartitionLog:
             return segment
         with open(path, "rb") as segment_file:
             data = segment_file.read()
-        scan = scan_records(data, 0, size, self._interval, -1)
+        scan = scan_records(data, 0, size, self._interval, [pos for pos, _ in entries])
         if scan.error is not None or not size:
             self._quarantine(base, scan.end, scan.error or "empty segment")
             return None
@@ -756,8 +764,8 @@ class PartitionLog:
         # be newer than (keeps rewind and age retention conservative).
         stamp = seal.newest if seal is not None else max([now] + [e[1] for e in entries[-1:]])
         segment.newest = max(newest, stamp)
-        entries = _rebuilt_entries(entries, scan.starts, segment.newest)
-        segment.crc = zlib.crc32(data)
+        entries = _rebuilt_entries(entries, scan, segment.newest)
+        segment.crc = crc32(data)
         self._fill_index(segment, entries)
         index = b"".join(INDEX_ENTRY.pack(pos, stamp) for pos, stamp in entries)
         index += encode_seal(Seal(segment.newest, size, segment.crc))
@@ -776,11 +784,12 @@ class PartitionLog:
         entries, seal = self._read_index(base)
         with open(path, "rb") as segment_file:
             data = segment_file.read()
-        scan = scan_records(data, 0, len(data), self._interval, -1)
+        scan = scan_records(data, 0, len(data), self._interval, [pos for pos, _ in entries])
         segment = _Segment(base)
         segment.size = scan.end
-        segment.crc = zlib.crc32(memoryview(data)[: scan.end])
-        kept = _rebuilt_entries(entries, scan.starts, max(now, newest))
+        segment.crc = crc32(memoryview(data)[: scan.end])
+        clean = seal is not None and seal.size == scan.end and scan.confirmed == len(entries)
+        kept = entries if clean else _rebuilt_entries(entries, scan, max(now, newest))
         if not scan.end:
             segment.newest = newest
         elif seal is not None and seal.size == scan.end and kept == entries:
@@ -916,21 +925,20 @@ class TopicLog:
 
     def append(self, msg_id: bytes, flag: int, data: bytes, timestamp_ns: int) -> Tuple[int, int]:
         """Append one record to the next partition in turn: ``(partition, offset)``."""
-        partition, offsets = self.append_many([(msg_id, flag, data)], timestamp_ns)
-        return partition, offsets[0]
+        return self.append_many([(msg_id, flag, data)], timestamp_ns)
 
-    def append_many(self, records: Sequence[_Record], timestamp_ns: int) -> Tuple[int, List[int]]:
+    def append_many(self, records: Sequence[_Record], timestamp_ns: int) -> Tuple[int, int]:
         """
         Append a batch (an MPUB) to the next partition in turn, with one
-        write: ``(partition, offsets)``.
+        write: ``(partition, offset of the first record)``.
 
         :raises OSError: it could not be written; the partition is unchanged
             and the next batch goes to the same partition's turn again.
         """
         number = self._next
-        offsets = self.partitions[number].append_many(records, timestamp_ns)
+        offset = self.partitions[number].append_many(records, timestamp_ns)
         self._next = (number + 1) % len(self.partitions)
-        return number, offsets
+        return number, offset
 
     @property
     def retained_bytes(self) -> int:
@@ -959,10 +967,6 @@ class TopicLog:
             partition.close()
 
 
-def _id_error(msg_id: bytes) -> Exception:
-    return struct.error("a message id is 8 bytes, not %d" % (len(msg_id),))
-
-
 def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
@@ -976,24 +980,20 @@ def _file_crc(path: str) -> int:
             chunk = segment_file.read(_CHUNK)
             if not chunk:
                 return crc
-            crc = zlib.crc32(chunk, crc)
+            crc = crc32(chunk, crc)
 
 
 def _rebuilt_entries(
-    entries: List[Tuple[int, int]], starts: List[int], stamp: int
+    entries: List[Tuple[int, int]], scan: RecordScan, stamp: int
 ) -> List[Tuple[int, int]]:
     """
-    Index entries for the records found at ``starts``: the old entries
-    while they agree, then ``stamp`` (a time no record can be newer than,
-    keeping rewind conservative) for records whose time was not indexed.
+    Index entries for the records a scan found: the old entries it
+    confirmed, then the positions it listed with ``stamp`` (a time no
+    record can be newer than, keeping rewind conservative) for records
+    whose time was not indexed.
     """
-    kept: List[Tuple[int, int]] = []
-    agree = True
-    for number, pos in enumerate(starts):
-        if agree and number < len(entries) and entries[number][0] == pos:
-            kept.append(entries[number])
-        else:
-            agree = False
-            previous = kept[-1][1] if kept else stamp
-            kept.append((pos, max(stamp, previous)))
+    kept = entries[: scan.confirmed]
+    if scan.starts:
+        stamp = max([stamp] + [entry[1] for entry in kept[-1:]])
+        kept = kept + [(pos, stamp) for pos in scan.starts]
     return kept
