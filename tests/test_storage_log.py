@@ -96,16 +96,18 @@ class LogFormatTests(SynchronousTestCase):
 
     def test_index_round_trip(self) -> None:
         """An index gives back its entries and its seal."""
-        data = INDEX_ENTRY.pack(0, 5) + INDEX_ENTRY.pack(4096, 9) + encode_seal(Seal(11, 5000, 77))
+        entries = INDEX_ENTRY.pack(0, 5) + INDEX_ENTRY.pack(4096, 9)
+        data = entries + encode_seal(Seal(11, 5000, 77), zlib.crc32(entries))
         self.assertEqual(decode_index(data), ([(0, 5), (4096, 9)], Seal(11, 5000, 77)))
 
     def test_index_damaged(self) -> None:
-        """A partial entry, entries out of order or half a seal is a DiskFormatError."""
+        """A partial entry, entries out of order, part of a seal or a wrong index checksum is a DiskFormatError."""
         for data in (
             INDEX_ENTRY.pack(0, 5)[:-1],
             INDEX_ENTRY.pack(0, 5) + INDEX_ENTRY.pack(0, 6),
             INDEX_ENTRY.pack(0, 5) + INDEX_ENTRY.pack(10, 4),
-            INDEX_ENTRY.pack(0, 5) + encode_seal(Seal(1, 2, 3))[12:],
+            INDEX_ENTRY.pack(0, 5) + encode_seal(Seal(1, 2, 3), 0)[12:],
+            INDEX_ENTRY.pack(0, 5) + encode_seal(Seal(1, 2, 3), 0),
             INDEX_ENTRY.pack(8, 5),
         ):
             self.assertRaises(DiskFormatError, decode_index, data)
@@ -430,7 +432,7 @@ class RecoveryTests(LogTestCase):
         self.fill(log, 12)
         log.close()
         index = self.read_file("00000000000000000000.index")
-        self.write_file("00000000000000000000.index", index[:-24])
+        self.write_file("00000000000000000000.index", index[:-36])
         self.clock.advance(5)
         with capturedLogs() as events:
             again = self.open(segment_bytes=200)
@@ -440,6 +442,23 @@ class RecoveryTests(LogTestCase):
         # The newest time is no longer known: "now" is taken.
         self.assertEqual(seal, decode_index(index)[1]._replace(newest=5 * 10**9))
         self.assertEqual(len(self.read_all(again)), 12)
+
+    def test_damaged_index_rebuilt(self) -> None:
+        """A flipped byte in a sealed segment's index is caught by the seal; the index is rebuilt."""
+        log = self.open(segment_bytes=200, index_interval=50)
+        offsets = self.fill(log, 12)
+        log.close()
+        index = bytearray(self.read_file("00000000000000000000.index"))
+        self.assertEqual(index[12:16], b"\x00\x00\x00\x50")  # the entry of record 2 (80)
+        index[15] = 0x51  # now points inside that record
+        self.write_file("00000000000000000000.index", bytes(index))
+        with capturedLogs() as events:
+            again = self.open(segment_bytes=200, index_interval=50)
+        self.assertIn("index checksum mismatch", formatEvent(events[0]))
+        self.assertEqual([o for o, _ in self.read_all(again, max_size=50)], offsets)
+        entries, seal = decode_index(self.read_file("00000000000000000000.index"))
+        self.assertEqual([pos for pos, _ in entries], [0, 80, 160])
+        self.assertIsNotNone(seal)
 
     def test_sealed_segment_not_read_by_record(self) -> None:
         """A middle segment with a matching seal is trusted after one CRC pass (no record walk)."""

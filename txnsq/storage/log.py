@@ -289,6 +289,8 @@ class PartitionLog:
         self._index_fd: Optional[int] = None
         self._pending_index = bytearray()
         self._last_entry = -1
+        #: CRC32 of the last segment's index entries (for its seal).
+        self._index_crc = 0
         self._unsynced = 0
         self._sync_call: Any = None
         self._closed = False
@@ -392,7 +394,9 @@ class PartitionLog:
         newest = segment.newest
         segment.positions.append(segment.base + pos)
         segment.timestamps.append(newest)
-        self._pending_index += INDEX_ENTRY.pack(pos, newest)
+        entry = INDEX_ENTRY.pack(pos, newest)
+        self._pending_index += entry
+        self._index_crc = crc32(entry, self._index_crc)
         self._last_entry = pos
 
     def _write(self, batch: bytes, start: int) -> None:
@@ -476,7 +480,9 @@ class PartitionLog:
     def _roll(self, enforce: bool = True) -> None:
         """Seal the last segment and start the next one at ``next_offset``."""
         segment = self._segments[-1]
-        self._pending_index += encode_seal(Seal(segment.newest, segment.size, segment.crc))
+        self._pending_index += encode_seal(
+            Seal(segment.newest, segment.size, segment.crc), self._index_crc
+        )
         segment.sealed = True
         self._sync(inline=self._worker is None or self._sync_every == 1)
         self._close_writers()
@@ -494,6 +500,7 @@ class PartitionLog:
         self._segments.append(segment)
         self._bases.append(base)
         self._last_entry = -1
+        self._index_crc = 0
 
     def _sync_directory(self) -> None:
         try:
@@ -687,7 +694,7 @@ class PartitionLog:
         last = self._segments[-1]
         # The seal tells the next open the newest timestamp exactly; it is
         # dropped again when that open writes on.
-        self._pending_index += encode_seal(Seal(last.newest, last.size, last.crc))
+        self._pending_index += encode_seal(Seal(last.newest, last.size, last.crc), self._index_crc)
         self._sync(inline=True)
         self._closed = True
         self._close_writers()
@@ -768,7 +775,7 @@ class PartitionLog:
         segment.crc = crc32(data)
         self._fill_index(segment, entries)
         index = b"".join(INDEX_ENTRY.pack(pos, stamp) for pos, stamp in entries)
-        index += encode_seal(Seal(segment.newest, size, segment.crc))
+        index += encode_seal(Seal(segment.newest, size, segment.crc), crc32(index))
         write_file_atomically(self._path(index_file_name(base)), index)
         _log.warn(
             "LOG({name}) {file} had no matching seal; checked {size} bytes record by record",
@@ -826,6 +833,7 @@ class PartitionLog:
         os.ftruncate(self._index_fd, len(index))
         os.lseek(self._index_fd, len(index), os.SEEK_SET)
         self._last_entry = kept[-1][0] if kept else -1
+        self._index_crc = crc32(index)
         self._segments.append(segment)
         self._bases.append(base)
 

@@ -19,9 +19,10 @@ A partition is a directory of segments, each named by its base offset:
   newest publish time of the records up to and including that one, so
   entries are in time order and every record before an entry is no newer
   than it.  A segment that is no longer written to is *sealed*: its index
-  ends with two entries whose position is ``0xffffffff``, holding the
+  ends with three entries whose position is ``0xffffffff``, holding the
   newest timestamp of the segment, then its size (high 32 bits) and the
-  CRC32 of its bytes (low 32 bits).
+  CRC32 of its bytes (low 32 bits), then the CRC32 of the index entries
+  before the seal.
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ __all__ = [
     "RecordScan",
     "Seal",
     "SEAL_MARK",
+    "SEAL_SIZE",
     "checksum",
     "crc32",
     "decode_index",
@@ -192,10 +194,19 @@ def parse_segment_file_name(filename: str) -> Optional[int]:
     return int(match.group(1)) if match else None
 
 
-def encode_seal(seal: Seal) -> bytes:
-    """The two index entries that seal a segment."""
-    return INDEX_ENTRY.pack(SEAL_MARK, seal.newest) + INDEX_ENTRY.pack(
-        SEAL_MARK, (seal.size << 32) | seal.crc
+#: Bytes of a seal: three index entries.
+SEAL_SIZE = 3 * INDEX_ENTRY.size
+
+
+def encode_seal(seal: Seal, index_crc: int) -> bytes:
+    """
+    The three index entries that seal a segment; ``index_crc`` is the
+    CRC32 of the index entries before them.
+    """
+    return (
+        INDEX_ENTRY.pack(SEAL_MARK, seal.newest)
+        + INDEX_ENTRY.pack(SEAL_MARK, (seal.size << 32) | seal.crc)
+        + INDEX_ENTRY.pack(SEAL_MARK, index_crc)
     )
 
 
@@ -204,18 +215,21 @@ def decode_index(data: bytes) -> Tuple[List[Tuple[int, int]], Optional[Seal]]:
     An index file's entries ``(position, timestamp)`` and its seal.
 
     :raises DiskFormatError: a partial entry, positions not increasing, a
-        timestamp older than the one before, or a damaged seal.
+        timestamp older than the one before, a damaged seal, or entries
+        that do not match the seal's checksum.
     """
     if len(data) % INDEX_ENTRY.size:
         raise DiskFormatError("index size %d is not a multiple of %d" % (len(data), INDEX_ENTRY.size))
     entries = [INDEX_ENTRY.unpack_from(data, at) for at in range(0, len(data), INDEX_ENTRY.size)]
     seal = None
     if entries and entries[-1][0] == SEAL_MARK:
-        if len(entries) < 2 or entries[-2][0] != SEAL_MARK:
+        if len(entries) < 3 or entries[-2][0] != SEAL_MARK or entries[-3][0] != SEAL_MARK:
             raise DiskFormatError("damaged seal")
-        packed = entries[-1][1]
-        seal = Seal(entries[-2][1], packed >> 32, packed & 0xFFFFFFFF)
-        del entries[-2:]
+        if crc32(data[: len(data) - SEAL_SIZE]) != entries[-1][1]:
+            raise DiskFormatError("index checksum mismatch")
+        packed = entries[-2][1]
+        seal = Seal(entries[-3][1], packed >> 32, packed & 0xFFFFFFFF)
+        del entries[-3:]
     previous = (-1, -(1 << 63))
     for entry in entries:
         if entry[0] <= previous[0] or entry[1] < previous[1] or entry[0] == SEAL_MARK:
