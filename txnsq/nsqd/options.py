@@ -167,6 +167,8 @@ class NSQDOptions:
 
     # txnsq's own
     storage: str = "disk"
+    #: The MetaQ listener's address (``--metaq-address``); empty: off.
+    metaq_address: str = ""
 
     # Go options without a flag (a config file could set them)
     client_timeout: float = 60.0
@@ -268,7 +270,7 @@ class NSQDOptions:
                 "cannot require TLS client connections without TLS key and cert"
             )
         # An empty HTTP or HTTPS address turns that listener off, as in Go.
-        for name in ("tcp_address", "http_address", "https_address"):
+        for name in ("tcp_address", "http_address", "https_address", "metaq_address"):
             address = getattr(self, name)
             if address or name == "tcp_address":
                 check_listen_address(_flag_name(name), address)
@@ -634,6 +636,13 @@ def nsqd_flags(defaults: Optional[NSQDOptions] = None) -> List[Flag]:
         ),
         # txnsq's own
         Flag("storage", STRING, o.storage, _storage_help),
+        Flag(
+            "metaq-address",
+            STRING,
+            o.metaq_address,
+            "<addr>:<port> to listen on for MetaQ clients (retained topics; "
+            "empty: no MetaQ listener)",
+        ),
     ]
 
 

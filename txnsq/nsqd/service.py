@@ -46,7 +46,8 @@ class NSQDService(MultiService):
     """
     One nsqd: a broker plus its TCP and HTTP listeners, and an HTTPS
     listener serving the same API when ``--tls-cert`` and ``--tls-key`` are
-    given (and ``--https-address`` is not empty).
+    given (and ``--https-address`` is not empty), and a MetaQ listener
+    over the retained topics when ``--metaq-address`` is given.
 
     :param options: the daemon's settings (``NSQDOptions``).
     :param reactor: the reactor to listen with and take time from; the
@@ -118,10 +119,16 @@ class NSQDService(MultiService):
                 listen_endpoint_description(options.https_address),
                 TLSMemoryBIOFactory(tls, False, GoSite(resource)),
             )
+        self.metaq_factory: Optional[Any] = None
+        self.metaq_listener: Optional[ListeningService] = None
+        if options.metaq_address:
+            self.metaq_listener = self._metaq_listener(options, reactor, tls, auth)
         self.tcp_listener.setServiceParent(self)
         self.http_listener.setServiceParent(self)
         if self.https_listener is not None:
             self.https_listener.setServiceParent(self)
+        if self.metaq_listener is not None:
+            self.metaq_listener.setServiceParent(self)
         self.http_api.options_changed = self._option_changed
         # Not a child service: it starts once the listeners are bound (the
         # ports it registers are known then), see startService.
@@ -140,6 +147,33 @@ class NSQDService(MultiService):
                 exclude_ephemeral=options.statsd_exclude_ephemeral,
             )
             self.statsd.setServiceParent(self)
+
+    def _metaq_listener(
+        self, options: NSQDOptions, reactor: Any, tls: Any, auth: Any
+    ) -> ListeningService:
+        """
+        The MetaQ listener (``--metaq-address``) over the broker's retained
+        topics: TLS from the first byte when ``--tls-required`` (MetaQ has
+        no upgrade), plain otherwise; auth as on the TCP port.
+        """
+        from txnsq.metaq.backend import BrokerMetaqBackend
+        from txnsq.metaq.server import MetaqFactory
+        from txnsq.version import TXNSQ_VERSION
+
+        tls_only = tls is not None and bool(options.tls_required)
+        factory = MetaqFactory(
+            BrokerMetaqBackend(self.broker, "txnsq-%s" % (TXNSQ_VERSION,)),
+            reactor,
+            options.max_msg_size,
+            auth=auth,
+            tls=tls_only,
+            start_time=self.start_time,
+        )
+        self.metaq_factory = factory
+        served: Any = TLSMemoryBIOFactory(tls, False, factory) if tls_only else factory
+        return ListeningService(
+            "MetaQ", reactor, listen_endpoint_description(options.metaq_address), served
+        )
 
     def _statsd_stats(self) -> Dict[str, Any]:
         """The snapshot statsd pushes: /stats JSON without clients."""
@@ -225,14 +259,16 @@ class NSQDService(MultiService):
             self._log.info("ID: {node_id}", node_id=self.options.node_id)
 
     def listeners(self) -> List[ListeningService]:
-        """The TCP, HTTP and (when configured) HTTPS listeners."""
+        """The TCP, HTTP and (when configured) HTTPS and MetaQ listeners."""
         found = [self.tcp_listener, self.http_listener]
         if self.https_listener is not None:
             found.append(self.https_listener)
+        if self.metaq_listener is not None:
+            found.append(self.metaq_listener)
         return found
 
     def bound_ports(self) -> Dict[str, int]:
-        """The ports actually bound, by listener label (``TCP``, ``HTTP``, ``HTTPS``)."""
+        """The ports actually bound, by listener label (``TCP``, ``HTTP``, ``HTTPS``, ``MetaQ``)."""
         return {listener.label: listener.bound_port() for listener in self.listeners()}
 
     def whenListening(self) -> "Deferred[None]":
@@ -269,6 +305,8 @@ class NSQDService(MultiService):
         def close(result: object) -> object:
             self._log.info("TCP: closing {count} clients", count=len(self.tcp_factory.clients))
             self.tcp_factory.close_all()
+            if self.metaq_factory is not None:
+                self.metaq_factory.close_all()
             self.broker.close()
             if self.metadata is not None:
                 self.metadata.close()

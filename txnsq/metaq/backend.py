@@ -1,0 +1,266 @@
+# -*- test-case-name: tests.test_metaq_backend -*-
+"""
+What the MetaQ listener asks of nsqd: :class:`IMetaqBackend`, and two
+implementations of it.
+
+- :class:`BrokerMetaqBackend` serves nsqd's own retained topics through
+  the broker (``broker.retained_log(name)`` and ``broker.put_retained``):
+  a put through MetaQ is a publish to the topic, so its channels get the
+  message as well, and an NSQ publish to a retained topic is readable
+  with ``get``.  The listener keeps no topics of its own.
+- :class:`LogMetaqBackend` serves a set of :class:`~txnsq.storage.log.TopicLog`
+  objects it owns (tests, benchmarks, a log directory served without a
+  broker).
+
+Refusals are :class:`MetaqRefused` with the reply's code and text; reads
+raise the log's own :class:`~txnsq.storage.log.OffsetOutOfRange` (301)
+and :class:`~txnsq.storage.log.RecordTooLarge` (``value 0``).
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from typing import Any, Dict, List, Optional, Tuple
+
+from zope.interface import Attribute, Interface, implementer
+
+from txnsq.protocol.metaq import BAD_REQUEST, INTERNAL_SERVER_ERROR, NOT_FOUND
+from txnsq.protocol.names import is_valid_topic_name
+from txnsq.storage.log import PartitionLog, PartitionStats, TopicLog
+
+__all__ = [
+    "BrokerMetaqBackend",
+    "IMetaqBackend",
+    "LogMetaqBackend",
+    "MetaqRefused",
+    "NoSuchPartition",
+    "message_id_number",
+]
+
+_ID = struct.Struct(">q")
+
+
+def message_id_number(msg_id: bytes) -> int:
+    """A record's 8-byte message id as MetaQ's signed 64-bit ``msgId``."""
+    return int(_ID.unpack(msg_id)[0])
+
+
+class MetaqRefused(Exception):
+    """
+    A request the backend refuses: answered ``result <code>`` with
+    ``message`` as the body.
+    """
+
+    def __init__(self, code: int, message: str) -> None:
+        Exception.__init__(self, message)
+        self.code = code
+        self.message = message
+
+
+class NoSuchPartition(MetaqRefused):
+    """No retained topic ``topic``, or it has no partition ``partition`` (404)."""
+
+    def __init__(self, topic: str, partition: int) -> None:
+        MetaqRefused.__init__(
+            self, NOT_FOUND, "The topic `%s` in partition `%d` is not exists" % (topic, partition)
+        )
+        self.topic = topic
+        self.partition = partition
+
+
+class IMetaqBackend(Interface):
+    """
+    The topics a MetaQ listener serves.  Every call is synchronous and
+    made on the reactor thread; none may block for long (the retained log
+    reads with ``pread`` from the page cache).
+    """
+
+    version = Attribute("The version ``version`` answers with (str).")
+
+    def put(topic: str, partition: int, flag: int, data: bytes) -> Tuple[int, int, int]:
+        """
+        Store a message (``data`` as the put's body: with its attribute
+        when ``flag & 1``) in ``partition`` (-1: the backend picks one).
+
+        :return: ``(msg_id, partition, offset)``: the message id as a
+            signed 64-bit number, the partition and the record's offset.
+        :raises MetaqRefused: 400 for a bad topic name, 404 for a
+            partition the topic does not have, 500 when it could not be
+            stored (nothing was stored).
+        """
+
+    def read(topic: str, partition: int, offset: int, max_size: int) -> bytes:
+        """
+        The whole records from ``offset`` that fit in ``max_size`` bytes,
+        as the log stores them (``b""`` at the end of the partition).
+
+        :raises NoSuchPartition: no such retained topic or partition.
+        :raises OffsetOutOfRange: no record starts at ``offset``.
+        :raises RecordTooLarge: the record at ``offset`` is larger than
+            ``max_size``.
+        :raises OSError: the log could not be read.
+        """
+
+    def nearest_offset(topic: str, partition: int, offset: int) -> int:
+        """
+        The valid offset nearest ``offset``.
+
+        :raises NoSuchPartition: no such retained topic or partition.
+        """
+
+    def topics() -> List[str]:
+        """The names of the retained topics, sorted."""
+
+    def partition_stats(topic: str) -> Optional[List[PartitionStats]]:
+        """Each partition's offsets, bytes and segments; None for no such retained topic."""
+
+
+def _partition(log: Optional[TopicLog], topic: str, partition: int) -> PartitionLog:
+    """``partition`` of ``log``, or :class:`NoSuchPartition`."""
+    if log is None or not 0 <= partition < len(log.partitions):
+        raise NoSuchPartition(topic, partition)
+    return log.partitions[partition]
+
+
+@implementer(IMetaqBackend)
+class BrokerMetaqBackend:
+    """
+    nsqd's retained topics, through its broker.
+
+    Written against the broker's retained-topic API:
+    ``broker.retained_log(name) -> Optional[TopicLog]`` and
+    ``broker.put_retained(name, partition, flag, data) -> (msg_id bytes,
+    partition, offset)``, which creates a missing topic as a retained one,
+    delivers the message to the topic's channels (the payload only when it
+    carries an attribute) and raises ``ValueError`` for a bad topic name,
+    ``LookupError`` for a partition the topic does not have and
+    ``OSError`` when the log could not be written.
+
+    :param broker: the nsqd broker.
+    :param version: what ``version`` answers.
+    """
+
+    def __init__(self, broker: Any, version: str) -> None:
+        self.broker = broker
+        self.version = version
+
+    def put(self, topic: str, partition: int, flag: int, data: bytes) -> Tuple[int, int, int]:
+        """See :meth:`IMetaqBackend.put`."""
+        try:
+            msg_id, partition, offset = self.broker.put_retained(topic, partition, flag, data)
+        except LookupError:
+            raise NoSuchPartition(topic, partition)
+        except ValueError as error:
+            raise MetaqRefused(BAD_REQUEST, "put: %s" % (error,))
+        except OSError as error:
+            raise MetaqRefused(INTERNAL_SERVER_ERROR, "put: could not store the message: %s" % (error,))
+        barrier = self.broker.barrier
+        if barrier is not None:
+            # Storage that must write before nsqd answers (the NSQ side of
+            # the message, in the topic's queue).
+            barrier()
+        return message_id_number(msg_id), partition, offset
+
+    def read(self, topic: str, partition: int, offset: int, max_size: int) -> bytes:
+        """See :meth:`IMetaqBackend.read`."""
+        return _partition(self.broker.retained_log(topic), topic, partition).read(offset, max_size)[0]
+
+    def nearest_offset(self, topic: str, partition: int, offset: int) -> int:
+        """See :meth:`IMetaqBackend.nearest_offset`."""
+        return _partition(self.broker.retained_log(topic), topic, partition).nearest_offset(offset)
+
+    def topics(self) -> List[str]:
+        """See :meth:`IMetaqBackend.topics`."""
+        retained_log = self.broker.retained_log
+        return sorted(name for name in list(self.broker.topics) if retained_log(name) is not None)
+
+    def partition_stats(self, topic: str) -> Optional[List[PartitionStats]]:
+        """See :meth:`IMetaqBackend.partition_stats`."""
+        log = self.broker.retained_log(topic)
+        return None if log is None else log.stats()
+
+
+@implementer(IMetaqBackend)
+class LogMetaqBackend:
+    """
+    Topic logs served without a broker: the topics given to
+    :meth:`add_topic`, and those a ``put`` creates (``partitions``
+    partitions in ``directory/TOPIC``, when a directory is given).
+
+    :param clock: ``IReactorTime`` for the logs made here.
+    :param directory: where a ``put`` to an unknown topic creates its log;
+        None refuses such puts (404).
+    :param partitions: partitions of a topic made by a ``put``.
+    :param log_options: more :class:`TopicLog` arguments for those logs.
+    """
+
+    def __init__(
+        self,
+        clock: Any,
+        directory: Optional[str] = None,
+        partitions: int = 1,
+        version: str = "txnsq",
+        **log_options: Any,
+    ) -> None:
+        self.clock = clock
+        self.directory = directory
+        self.default_partitions = partitions
+        self.version = version
+        self.log_options = log_options
+        self.logs: Dict[str, TopicLog] = {}
+        self._next_id = 0
+
+    def add_topic(self, log: TopicLog) -> TopicLog:
+        """Serve ``log`` as its topic; returns it."""
+        self.logs[log.topic] = log
+        return log
+
+    def close(self) -> None:
+        """Close every log."""
+        for log in self.logs.values():
+            log.close()
+
+    def put(self, topic: str, partition: int, flag: int, data: bytes) -> Tuple[int, int, int]:
+        """See :meth:`IMetaqBackend.put`; message ids count up from 1."""
+        log = self.logs.get(topic)
+        if log is None:
+            if self.directory is None:
+                raise NoSuchPartition(topic, partition)
+            if not is_valid_topic_name(topic):
+                raise MetaqRefused(BAD_REQUEST, "put: invalid topic name %r" % (topic,))
+            log = self.logs[topic] = TopicLog(
+                os.path.join(self.directory, topic),
+                topic,
+                self.default_partitions,
+                self.clock,
+                **self.log_options,
+            )
+        self._next_id += 1
+        msg_id = _ID.pack(self._next_id)
+        now = int(self.clock.seconds() * 1e9)
+        try:
+            if partition == -1:
+                partition, offset = log.append(msg_id, flag, data, now)
+            else:
+                offset = _partition(log, topic, partition).append(msg_id, flag, data, now)
+        except OSError as error:
+            raise MetaqRefused(INTERNAL_SERVER_ERROR, "put: could not store the message: %s" % (error,))
+        return self._next_id, partition, offset
+
+    def read(self, topic: str, partition: int, offset: int, max_size: int) -> bytes:
+        """See :meth:`IMetaqBackend.read`."""
+        return _partition(self.logs.get(topic), topic, partition).read(offset, max_size)[0]
+
+    def nearest_offset(self, topic: str, partition: int, offset: int) -> int:
+        """See :meth:`IMetaqBackend.nearest_offset`."""
+        return _partition(self.logs.get(topic), topic, partition).nearest_offset(offset)
+
+    def topics(self) -> List[str]:
+        """See :meth:`IMetaqBackend.topics`."""
+        return sorted(self.logs)
+
+    def partition_stats(self, topic: str) -> Optional[List[PartitionStats]]:
+        """See :meth:`IMetaqBackend.partition_stats`."""
+        log = self.logs.get(topic)
+        return None if log is None else log.stats()
