@@ -35,7 +35,7 @@ from txnsq.nsqd.options import (
 )
 
 # Go nsqd v1.3's flags (apps/nsqd/options.go), plus --auth-http-request-method
-# from its main branch and txnsq's --storage.
+# from its main branch and txnsq's --storage and --metaq-address.
 GO_FLAG_NAMES = [
     "version",
     "config",
@@ -92,6 +92,7 @@ GO_FLAG_NAMES = [
     "max-deflate-level",
     "snappy",
     "storage",
+    "metaq-address",
 ]
 
 
@@ -158,6 +159,7 @@ class DefaultsTests(SynchronousTestCase):
             "max_deflate_level": 6,
             "snappy": True,
             "storage": "disk",
+            "metaq_address": "",
             "client_timeout": 60.0,
             "queue_scan_interval": 0.1,
             "queue_scan_refresh_interval": 5.0,
@@ -200,7 +202,7 @@ class FlagTableTests(SynchronousTestCase):
     """nsqd_flags() is Go nsqd's flag set."""
 
     def test_flag_names(self) -> None:
-        """The table has exactly Go's flags (and --storage), in Go's order."""
+        """The table has exactly Go's flags (and txnsq's --storage and --metaq-address), in Go's order."""
         self.assertEqual([flag.name for flag in nsqd_flags()], GO_FLAG_NAMES)
 
     def test_every_flag_has_an_attribute(self) -> None:
@@ -617,6 +619,17 @@ class ValidateTests(SynchronousTestCase):
         )
         self.assertInvalid("--tcp-address must not be empty", tcp_address="")
         valid(http_address="", https_address="").validate()
+
+    def test_metaq_address(self) -> None:
+        """--metaq-address is off when empty and checked like the other listen addresses when given."""
+        self.assertEqual(parse_nsqd_args([]).metaq_address, "")
+        self.assertEqual(parse_nsqd_args(["--metaq-address=127.0.0.1:8123"]).metaq_address, "127.0.0.1:8123")
+        valid(metaq_address="").validate()
+        valid(metaq_address="127.0.0.1:8123").validate()
+        self.assertInvalid(
+            "--metaq-address: invalid port 'x' in listen address '127.0.0.1:x'",
+            metaq_address="127.0.0.1:x",
+        )
 
     def test_storage(self) -> None:
         """A storage backend must be named."""

@@ -284,6 +284,9 @@ class MetaqServerProtocol(Protocol):
         except OSError as error:
             self._storage_failed("get", error, opaque)
             return True
+        except Exception:
+            self._internal_error("get", opaque)
+            return True
         if data:
             self.transport.writeSequence([encode_value_header(len(data), opaque), data])  # type: ignore[union-attr]
         else:
@@ -306,6 +309,9 @@ class MetaqServerProtocol(Protocol):
         except MetaqRefused as refused:
             self._write(encode_result(refused.code, refused.message, opaque))
             return True
+        except Exception:
+            self._internal_error("put", opaque)
+            return True
         self._write(encode_put_result(msg_id, partition, offset, opaque))
         return True
 
@@ -321,6 +327,9 @@ class MetaqServerProtocol(Protocol):
             return True
         except OSError as error:
             self._storage_failed("offset", error, request.opaque)
+            return True
+        except Exception:
+            self._internal_error("offset", request.opaque)
             return True
         self._write(encode_offset_result(offset, request.opaque))
         return True
@@ -354,6 +363,11 @@ class MetaqServerProtocol(Protocol):
         if error.fatal:
             self._close()
         return True
+
+    def _internal_error(self, command: str, opaque: int) -> None:
+        """An unexpected error from the backend: logged, answered 500, the connection kept."""
+        self._log.failure("MetaQ: {command} failed", command=command)
+        self._write(encode_result(INTERNAL_SERVER_ERROR, "%s: internal error" % (command,), opaque))
 
     def _storage_failed(self, command: str, error: OSError, opaque: int) -> None:
         self._log.error("MetaQ: {command} failed - {error}", command=command, error=error)

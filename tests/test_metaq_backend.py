@@ -1,0 +1,149 @@
+"""
+Tests for txnsq.metaq.backend: BrokerMetaqBackend against a broker that
+has the documented retained-topic API (retained_log, put_retained), and
+LogMetaqBackend over topic logs in a temporary directory.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any, Dict, List, Optional, Tuple
+
+from twisted.internet.task import Clock
+from twisted.trial.unittest import SynchronousTestCase
+from zope.interface.verify import verifyObject
+
+from txnsq.metaq.backend import (
+    BrokerMetaqBackend,
+    IMetaqBackend,
+    LogMetaqBackend,
+    MetaqRefused,
+    NoSuchPartition,
+    message_id_number,
+)
+from txnsq.protocol.metaq import iter_records
+from txnsq.storage.log import OffsetOutOfRange, RecordTooLarge, TopicLog
+
+
+class RetainedBroker:
+    """
+    A broker with the retained-topic API the listener is written against:
+    topics by name, ``retained_log(name)``, ``put_retained(name,
+    partition, flag, data)``.
+    """
+
+    def __init__(self, clock: Clock, directory: str) -> None:
+        self.clock = clock
+        self.directory = directory
+        self.topics: Dict[str, Any] = {"plain": object()}
+        self.logs: Dict[str, TopicLog] = {}
+        self.barrier: Any = None
+        self.error: Optional[BaseException] = None
+        self.ids = 0
+
+    def retained_log(self, name: str) -> Optional[TopicLog]:
+        return self.logs.get(name)
+
+    def put_retained(self, name: str, partition: int, flag: int, data: bytes) -> Tuple[bytes, int, int]:
+        if self.error is not None:
+            raise self.error
+        log = self.logs.get(name)
+        if log is None:
+            log = self.logs[name] = TopicLog(self.directory + "/" + name, name, 2, self.clock)
+            self.topics[name] = object()
+        if not -1 <= partition < len(log.partitions):
+            raise IndexError("no partition %d" % (partition,))
+        self.ids += 1
+        msg_id = struct.pack(">q", self.ids)
+        if partition == -1:
+            partition, offset = log.append(msg_id, flag, data, 0)
+        else:
+            offset = log.partitions[partition].append(msg_id, flag, data, 0)
+        return msg_id, partition, offset
+
+    def close(self) -> None:
+        for log in self.logs.values():
+            log.close()
+
+
+class BrokerMetaqBackendTests(SynchronousTestCase):
+    """BrokerMetaqBackend maps the broker's retained topics and errors to MetaQ's."""
+
+    def setUp(self) -> None:
+        self.broker = RetainedBroker(Clock(), self.mktemp())
+        self.addCleanup(self.broker.close)
+        self.backend = BrokerMetaqBackend(self.broker, "v9")
+
+    def test_provides_interface(self) -> None:
+        """BrokerMetaqBackend provides IMetaqBackend."""
+        verifyObject(IMetaqBackend, self.backend)
+
+    def test_put_then_read(self) -> None:
+        """A put goes through put_retained; its record is read back through retained_log."""
+        self.assertEqual(self.backend.put("orders", 1, 0, b"abc"), (1, 1, 0))
+        [record] = list(iter_records(self.backend.read("orders", 1, 0, 1000)))
+        self.assertEqual((record.msg_id, record.payload), (1, b"abc"))
+        self.assertEqual(self.backend.nearest_offset("orders", 1, 5), 0)
+
+    def test_message_id_signed(self) -> None:
+        """The 8-byte id is answered as a signed 64-bit number."""
+        self.assertEqual(message_id_number(b"\xff" * 8), -1)
+        self.assertEqual(message_id_number(b"\x00" * 7 + b"\x07"), 7)
+
+    def test_put_errors(self) -> None:
+        """ValueError is 400, LookupError 404, OSError 500."""
+        for error, code in [
+            (ValueError("invalid topic name"), 400),
+            (IndexError("no partition 9"), 404),
+            (OSError(28, "No space left on device"), 500),
+        ]:
+            self.broker.error = error
+            with self.assertRaises(MetaqRefused) as caught:
+                self.backend.put("orders", 9, 0, b"abc")
+            self.assertEqual(caught.exception.code, code)
+
+    def test_barrier(self) -> None:
+        """A broker barrier (storage that must write first) runs before the put is answered."""
+        calls: List[int] = []
+        self.broker.barrier = lambda: calls.append(1)
+        self.backend.put("orders", 0, 0, b"abc")
+        self.assertEqual(calls, [1])
+
+    def test_not_retained(self) -> None:
+        """A topic without a retained log, or a partition it lacks, is NoSuchPartition (404)."""
+        self.backend.put("orders", 0, 0, b"abc")
+        with self.assertRaises(NoSuchPartition) as caught:
+            self.backend.read("plain", 0, 0, 100)
+        self.assertEqual(caught.exception.code, 404)
+        self.assertRaises(NoSuchPartition, self.backend.read, "orders", 2, 0, 100)
+        self.assertRaises(NoSuchPartition, self.backend.nearest_offset, "orders", -1, 0)
+
+    def test_read_errors_are_the_logs(self) -> None:
+        """Out-of-range offsets and records too large are the log's own exceptions."""
+        self.backend.put("orders", 0, 0, b"x" * 100)
+        self.assertRaises(OffsetOutOfRange, self.backend.read, "orders", 0, 3, 1000)
+        self.assertRaises(RecordTooLarge, self.backend.read, "orders", 0, 0, 50)
+
+    def test_topics_and_stats(self) -> None:
+        """Only retained topics are listed, with their partitions' stats."""
+        self.backend.put("orders", 0, 0, b"abc")
+        self.assertEqual(self.backend.topics(), ["orders"])
+        stats = self.backend.partition_stats("orders")
+        assert stats is not None
+        self.assertEqual([s.next_offset for s in stats], [23, 0])
+        self.assertIsNone(self.backend.partition_stats("plain"))
+
+
+class LogMetaqBackendTests(SynchronousTestCase):
+    """LogMetaqBackend serves topic logs it owns."""
+
+    def test_without_directory(self) -> None:
+        """Without a directory a put to an unknown topic is 404; added topics are served."""
+        clock = Clock()
+        backend = LogMetaqBackend(clock)
+        self.assertRaises(NoSuchPartition, backend.put, "t", 0, 0, b"a")
+        log = backend.add_topic(TopicLog(self.mktemp(), "t", 1, clock))
+        self.addCleanup(backend.close)
+        self.assertEqual(backend.put("t", 0, 0, b"a"), (1, 0, 0))
+        self.assertEqual(backend.topics(), ["t"])
+        self.assertEqual(log.stats()[0].next_offset, 21)
