@@ -181,3 +181,117 @@ class LogLevelTests(SynchronousTestCase):
         txnsq_logging.set_log_level("error")
         self.assertEqual(predicate.logLevelForNamespace("txnsq.nsqd"), LogLevel.error)
         self.assertRaises(ValueError, txnsq_logging.set_log_level, "loud")
+
+
+class MetaqCollector(Protocol):
+    """A raw MetaQ client that collects replies and reports when it closes."""
+
+    def __init__(self) -> None:
+        from txnsq.protocol.metaq import MetaqResponseParser
+
+        self.parser = MetaqResponseParser()
+        self.replies: List[Any] = []
+        self.closed: Deferred[None] = Deferred()
+        self._waiter: Any = None
+
+    def dataReceived(self, data: bytes) -> None:
+        self.replies.extend(self.parser.feed(data))
+        waiter, self._waiter = self._waiter, None
+        if waiter is not None and self.replies:
+            waiter.callback(self.replies.pop(0))
+        elif waiter is not None:
+            self._waiter = waiter
+
+    def ask(self, line: bytes) -> "Deferred[Any]":
+        """Send ``line``; fires with the next reply."""
+        waiter: Deferred[Any] = Deferred()
+        self._waiter = waiter
+        self.transport.write(line)  # type: ignore[union-attr]
+        return waiter
+
+    def connectionLost(self, reason: Any = None) -> None:
+        self.closed.callback(None)
+
+
+class MetaqListenerTests(TestCase):
+    """--metaq-address: the MetaQ listener beside TCP and HTTP, on 127.0.0.1 port 0."""
+
+    def start(self, *args: str) -> "Deferred[None]":
+        options = parse_nsqd_args(
+            ["--tcp-address=127.0.0.1:0", "--http-address=127.0.0.1:0", "--https-address=", "--storage=memory"]
+            + list(args)
+        )
+        options.validate()
+        self.nsqd = NSQDService(options, reactor)
+        self.nsqd.startService()
+        self.addCleanup(self.nsqd.stopService)
+        return self.nsqd.whenListening()
+
+    def test_off_by_default(self) -> None:
+        """Without --metaq-address there is no MetaQ listener."""
+        nsqd = NSQDService(parse_nsqd_args(["--storage=memory"]), reactor)
+        self.assertIsNone(nsqd.metaq_listener)
+        self.assertEqual([listener.label for listener in nsqd.listeners()], ["TCP", "HTTP"])
+
+    @inlineCallbacks
+    def test_listens_and_answers(self) -> Any:
+        """The listener logs where it listens and answers version."""
+        from twisted.logger import globalLogPublisher
+
+        lines: List[str] = []
+
+        def observe(event: Any) -> None:
+            from twisted.logger import formatEvent
+
+            lines.append(formatEvent(event))
+
+        globalLogPublisher.addObserver(observe)
+        self.addCleanup(globalLogPublisher.removeObserver, observe)
+        yield self.start("--metaq-address=127.0.0.1:0")
+        port = self.nsqd.bound_ports()["MetaQ"]
+        self.assertNotEqual(port, 0)
+        self.assertIn("MetaQ: listening on 127.0.0.1:%d" % (port,), lines)
+        client = MetaqCollector()
+        yield connectProtocol(TCP4ClientEndpoint(reactor, "127.0.0.1", port), client)
+        reply = yield client.ask(b"version 1\r\n")
+        self.assertEqual((reply.code, reply.opaque), (200, 1))
+        self.assertTrue(reply.body.startswith(b"txnsq-"))
+        client.transport.write(b"quit\r\n")
+        yield client.closed
+
+    @inlineCallbacks
+    def test_tls_required(self) -> Any:
+        """With --tls-required MetaQ is TLS from the first byte; a plaintext client gets no reply."""
+        from twisted.internet.endpoints import wrapClientTLS
+
+        from tests.integration.tls_certs import client_tls_options, write_server_files
+
+        files = write_server_files(self.mktemp())
+        yield self.start("--metaq-address=127.0.0.1:0", "--tls-required=true", *files.args())
+        port = self.nsqd.bound_ports()["MetaQ"]
+        endpoint = TCP4ClientEndpoint(reactor, "127.0.0.1", port)
+        client = MetaqCollector()
+        yield connectProtocol(wrapClientTLS(client_tls_options(), endpoint), client)
+        reply = yield client.ask(b"version 1\r\n")
+        self.assertEqual((reply.code, reply.opaque), (200, 1))
+        client.transport.loseConnection()
+        yield client.closed
+
+        plain = MetaqCollector()
+        yield connectProtocol(endpoint, plain)
+        plain.transport.write(b"version 1\r\n" * 100)
+        yield plain.closed
+        self.assertEqual(plain.replies, [])
+
+    @inlineCallbacks
+    def test_auth_required(self) -> Any:
+        """With --auth-http-address requests before auth are refused with 401."""
+        yield self.start("--metaq-address=127.0.0.1:0", "--auth-http-address=127.0.0.1:1")
+        client = MetaqCollector()
+        yield connectProtocol(TCP4ClientEndpoint(reactor, "127.0.0.1", self.nsqd.bound_ports()["MetaQ"]), client)
+        reply = yield client.ask(b"version 1\r\n")
+        self.assertEqual((reply.code, reply.opaque), (401, 1))
+        reply = yield client.ask(b"get t g 0 0 100 2\r\n")
+        self.assertEqual((reply.code, reply.opaque), (401, 2))
+        client.transport.loseConnection()
+        yield client.closed

@@ -347,7 +347,11 @@ class MetaqServerProtocol(Protocol):
             verdict = self._authorize(request, None, "")
             if verdict is not _GO:
                 return verdict is _DONE
-        text = stats_text(self.factory, request.item)
+        try:
+            text = stats_text(self.server, request.item)
+        except Exception:
+            self._internal_error("stats", request.opaque)
+            return True
         if text is None:
             self._write(encode_result(NOT_FOUND, "stats: no such item or topic %s" % (request.item,), request.opaque))
         else:
