@@ -80,7 +80,7 @@ FRAME_MESSAGE = 2
 #: then the body.
 MESSAGE_HEADER_SIZE = 26
 
-_LISTENING = re.compile(rb"(TCP|HTTP|HTTPS): listening on (\S+):([0-9]+)")
+_LISTENING = re.compile(rb"(TCP|HTTP|HTTPS|MetaQ): listening on (\S+):([0-9]+)")
 _HEARTBEAT = b"_heartbeat_"
 _FRAME_HEADER = struct.Struct(">ii")
 _U32 = struct.Struct(">I")
