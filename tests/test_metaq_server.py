@@ -418,6 +418,19 @@ class FakeBackendTests(SynchronousTestCase):
         self.client.protocol.resumeProducing()
         self.assertEqual(self.client.transport.producerState, "producing")
 
+    def test_no_delay(self) -> None:
+        """TCP connections are set TCP_NODELAY, so that a value reply's last segment is not held back."""
+
+        class NoDelayTransport(StringTransport):
+            no_delay = False
+
+            def setTcpNoDelay(self, enabled: bool) -> None:
+                self.no_delay = enabled
+
+        transport = NoDelayTransport()
+        self.factory.buildProtocol(None).makeConnection(transport)
+        self.assertTrue(transport.no_delay)
+
     def test_connections_counted(self) -> None:
         """The factory knows its connections; close_all closes them."""
         self.assertEqual(len(self.factory.connections), 1)
