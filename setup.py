@@ -46,6 +46,7 @@ setup(
             "nsq_stat = txnsq.tools.nsq_stat:main",
             "nsq_to_nsq = txnsq.tools.nsq_to_nsq:main",
             "nsq_to_http = txnsq.tools.nsq_to_http:main",
+            "nsq_log = txnsq.tools.nsq_log:main",
         ],
     },
     classifiers=[
