@@ -285,6 +285,18 @@ class MetaqClientTests(SynchronousTestCase):
         with self.assertRaises(MetaqProtocolError):
             get_result(ValueResponse(data, 1), 0)
 
+    def test_bad_attribute(self) -> None:
+        """A record whose flag announces an attribute its data cannot hold is a protocol error."""
+        data = encode_record(1, 1, b"\x00\x00\x00\x09ab")
+        with self.assertRaises(MetaqProtocolError):
+            get_result(ValueResponse(data, 1), 0)
+
+    def test_header_cut(self) -> None:
+        """Bytes after the last record that are not a whole header are a protocol error."""
+        data = encode_record(1, 0, b"a") + b"\x00" * 5
+        with self.assertRaises(MetaqProtocolError):
+            get_result(ValueResponse(data, 1), 0)
+
     def test_record_offsets_and_ids(self) -> None:
         """Record offsets count from the requested offset; ids read unsigned."""
         data = encode_record(-1, 0, b"a") + encode_record(7, 1, join_attribute(b"", b"b"))

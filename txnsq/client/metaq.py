@@ -26,6 +26,8 @@ Time comes from the injected clock: one timer for all pending requests
 from __future__ import annotations
 
 import itertools
+import struct
+import zlib
 from collections import OrderedDict
 from typing import Any, Callable, List, Optional, Tuple, Union
 
@@ -54,11 +56,10 @@ from txnsq.protocol.metaq import (
     StatsRequest,
     ValueResponse,
     VersionRequest,
+    HEADER_LENGTH,
     checksum,
-    iter_records,
     join_attribute,
     split_attribute,
-    validate_records,
 )
 
 __all__ = [
@@ -95,6 +96,9 @@ DEFAULT_GROUP = "txnsq"
 DEFAULT_MAX_REPLY_SIZE = 16 * 1024 * 1024
 
 _MAX_OPAQUE = 2**31 - 2  # DEFAULT_OPAQUE is the broker's "no opaque"
+
+# A record's header (docs/metaq.md): data length, checksum, message id, flag.
+_unpack_header = struct.Struct(">iiqi").unpack_from
 
 
 # ---------------------------------------------------------------------------
@@ -321,23 +325,35 @@ def get_result(reply: Union[ResultResponse, ValueResponse], offset: int) -> GetR
             "result 200 instead of value to get"
         )
     data = reply.data
-    good, problem = validate_records(data)
-    if problem is not None:
-        raise MetaqProtocolError("bad records from offset %d: %s" % (offset, problem))
-    records = []
-    for record in iter_records(data):
-        attribute, payload = split_attribute(record.flag, record.data)
-        records.append(
-            LogRecord(
-                record.msg_id & 0xFFFFFFFFFFFFFFFF,
-                record.flag,
-                attribute,
-                payload,
-                offset + record.position,
-                record.length,
-            )
-        )
-    return GetResult(offset, records, offset + good)
+    records: List[LogRecord] = []
+    append = records.append
+    unpack = _unpack_header
+    crc32 = zlib.crc32
+    end = len(data)
+    pos = 0
+    # One pass: frame, checksum and split each record (the codec's
+    # validate_records and iter_records would walk the data twice).
+    while pos < end:
+        if end - pos < HEADER_LENGTH:
+            raise MetaqProtocolError("record header cut short at offset %d" % (offset + pos,))
+        size, stored, msg_id, flag = unpack(data, pos)
+        start = pos + HEADER_LENGTH
+        following = start + size
+        if size < 0 or following > end:
+            raise MetaqProtocolError("record cut short at offset %d" % (offset + pos,))
+        body = data[start:following]
+        if crc32(body) & 0x7FFFFFFF != stored:
+            raise MetaqProtocolError("checksum mismatch in the record at offset %d" % (offset + pos,))
+        if flag & FLAG_ATTRIBUTE:
+            try:
+                attribute, body = split_attribute(flag, body)
+            except ValueError as error:
+                raise MetaqProtocolError("record at offset %d: %s" % (offset + pos, error)) from None
+        else:
+            attribute = None
+        append(LogRecord(msg_id & 0xFFFFFFFFFFFFFFFF, flag, attribute, body, offset + pos, following - pos))
+        pos = following
+    return GetResult(offset, records, offset + end)
 
 
 def offset_result(reply: Union[ResultResponse, ValueResponse]) -> int:
