@@ -48,6 +48,7 @@ setup(
             "nsq_stat = txnsq.tools.nsq_stat:main",
             "nsq_to_nsq = txnsq.tools.nsq_to_nsq:main",
             "nsq_to_http = txnsq.tools.nsq_to_http:main",
+            "nsq_log = txnsq.tools.nsq_log:main",
         ],
     },
     classifiers=[
