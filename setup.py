@@ -32,6 +32,8 @@ setup(
     ],
     extras_require={
         "test": ["mypy>=1.5", "mypy-zope>=1.0", "prometheus_client>=0.17"],
+        # ISA-L's CRC32 for the retained log's record checksums.
+        "speedups": ["isal>=1.0"],
         # Spark 4's Python Data Source API moves rows through Arrow (and pandas).
         "spark": ["pyspark>=4.0", "pyarrow>=11.0", "pandas>=2.0,<3"],
     },
@@ -46,6 +48,7 @@ setup(
             "nsq_stat = txnsq.tools.nsq_stat:main",
             "nsq_to_nsq = txnsq.tools.nsq_to_nsq:main",
             "nsq_to_http = txnsq.tools.nsq_to_http:main",
+            "nsq_log = txnsq.tools.nsq_log:main",
         ],
     },
     classifiers=[

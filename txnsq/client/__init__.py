@@ -11,6 +11,8 @@ nsqd, messages, and publishing over TCP (:class:`Producer`) or HTTP
   :func:`connect`
 - :mod:`txnsq.client.producer`: :class:`Producer`
 - :mod:`txnsq.client.http_publish`: :class:`HTTPPublisher`
+- :mod:`txnsq.client.metaq`: ``MetaqClient``, ``connect_metaq`` and
+  ``MetaqReader``: retained topics read by offset over the MetaQ protocol
 
 Nothing here imports the global reactor at import time.
 """

@@ -8,6 +8,7 @@ imports pyspark; the blocking client, the options, the spool and the MPUB
 batching are plain Python.
 
 - :mod:`txnsq.spark.blocking`: a blocking NSQ client over the shared codecs
+- :mod:`txnsq.spark.metaq`: a blocking MetaQ client (retained topics by offset)
 - :mod:`txnsq.spark.options`: the data source's options
 - :mod:`txnsq.spark.consumer`: the streaming consumer and the batch drain
 - :mod:`txnsq.spark.spool`: spooled micro-batches

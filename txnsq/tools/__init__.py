@@ -11,7 +11,9 @@ NSQ's command-line utilities, with the flags of Go NSQ v1.3's ``apps/``.
 - ``nsq_to_nsq`` (:mod:`txnsq.tools.nsq_to_nsq`): republish topics to
   other nsqds, with JSON field filters;
 - ``nsq_to_http`` (:mod:`txnsq.tools.nsq_to_http`): send each message to
-  HTTP endpoints (GET templates or POST bodies).
+  HTTP endpoints (GET templates or POST bodies);
+- ``nsq_log`` (:mod:`txnsq.tools.nsq_log`): print a retained topic's
+  partition by offset, over nsqd's MetaQ listener.
 
 Each is a console script and runs as ``python -m txnsq.tools.NAME``.  The
 pieces they are made of (go-nsq's ``--consumer-opt`` settings, Go's
@@ -21,4 +23,4 @@ timer_metrics status lines) are plain classes that tests drive
 with :class:`twisted.internet.task.Clock`.
 """
 
-__all__ = ["nsq_stat", "nsq_tail", "nsq_to_file", "nsq_to_http", "nsq_to_nsq", "to_nsq"]
+__all__ = ["nsq_log", "nsq_stat", "nsq_tail", "nsq_to_file", "nsq_to_http", "nsq_to_nsq", "to_nsq"]

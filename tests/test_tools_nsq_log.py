@@ -1,0 +1,204 @@
+"""Tests for txnsq.tools.nsq_log."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+from typing import Any, List
+
+from twisted.internet.task import Clock
+from twisted.trial.unittest import SynchronousTestCase
+
+from tests.metaq_fakes import FakeMetaqServer, FakeMetaqStore, Pump, ThreadedFakeBroker
+from txnsq import cli
+from txnsq.client.metaq import LogRecord, MetaqClient, MetaqNotFound, MetaqReader
+from txnsq.tools.nsq_log import LogPrinter, follow_partition, format_json, nsq_log_flags, validate
+
+
+def parse(*argv: str) -> Any:
+    return cli.parse_flags(nsq_log_flags(), list(argv))
+
+
+class ValidateTests(SynchronousTestCase):
+    """The flag checks."""
+
+    def test_required(self) -> None:
+        """The address and the topic are required."""
+        self.assertEqual(validate(parse("--topic=t")), "--nsqd-metaq-address required")
+        self.assertEqual(validate(parse("--nsqd-metaq-address=h:1")), "--topic required")
+        self.assertIsNone(validate(parse("--nsqd-metaq-address=h:1", "--topic=t")))
+
+    def test_offset_and_earliest(self) -> None:
+        """--offset and --earliest exclude each other."""
+        values = parse("--nsqd-metaq-address=h:1", "--topic=t", "--offset=0", "--earliest")
+        self.assertEqual(validate(values), "use --offset or --earliest not both")
+
+    def test_bad_values(self) -> None:
+        """A bad format, size, partition or TLS pairing is refused with its message."""
+        base = ("--nsqd-metaq-address=h:1", "--topic=t")
+        self.assertEqual(validate(parse(*base, "--format=xml")), "--format must be text or json")
+        self.assertEqual(validate(parse(*base, "--max-size=0")), "--max-size must be positive")
+        self.assertEqual(validate(parse(*base, "--partition=-1")), "--partition must be 0 or more")
+        self.assertEqual(validate(parse(*base, "--tls-cert=c")), "--tls-cert and --tls-key go together")
+        self.assertEqual(validate(parse(*base, "--offset=-5")), "--offset must be 0 or more")
+
+
+class LogPrinterTests(SynchronousTestCase):
+    """Output formats."""
+
+    def test_text(self) -> None:
+        """Text is each body and a newline, stopping at the total."""
+        out = io.BytesIO()
+        printer = LogPrinter(out, 0, "text", total=2)
+        printer.write([LogRecord(1, 0, None, b"a", 0, 21), LogRecord(2, 0, None, b"b", 21, 21)])
+        printer.write([LogRecord(3, 0, None, b"c", 42, 21)])
+        self.assertEqual(out.getvalue(), b"a\nb\n")
+        self.assertTrue(printer.finished)
+
+    def test_json(self) -> None:
+        """JSON gives id as 16 hex digits, partition, offset, flag, attribute and body."""
+        line = format_json(LogRecord(2**64 - 2, 1, b"k", "h\u00e9".encode("utf-8"), 42, 30), 3)
+        self.assertEqual(
+            json.loads(line),
+            {"id": "fffffffffffffffe", "partition": 3, "offset": 42, "flag": 1, "attribute": "k", "body": "h\u00e9"},
+        )
+        self.assertTrue(line.endswith(b"}\n"))
+
+    def test_json_binary(self) -> None:
+        """A body that is not UTF-8 is given in base64; no attribute is null."""
+        line = json.loads(format_json(LogRecord(1, 0, None, b"\xff\x00", 0, 22), 0))
+        self.assertEqual(line["body_base64"], "/wA=")
+        self.assertNotIn("body", line)
+        self.assertIsNone(line["attribute"])
+
+
+class FollowPartitionTests(SynchronousTestCase):
+    """follow_partition through the fake broker."""
+
+    def setUp(self) -> None:
+        self.store = FakeMetaqStore(topics=("t",))
+        self.clock = Clock()
+        self.client = MetaqClient("h:1", self.clock)
+        self.pump = Pump(self.client, FakeMetaqServer(self.store))
+        self.out = io.BytesIO()
+
+    def test_stops_at_end(self) -> None:
+        """Without --follow the walk ends at the end of the partition."""
+        for n in range(5):
+            self.store.add("t", 0, b"%d" % (n,))
+        reader = MetaqReader(self.client, "t", 0, 0, max_size=50)
+        done = follow_partition(reader, LogPrinter(self.out, 0), self.clock)
+        self.pump.flush()
+        self.assertEqual(self.successResultOf(done), 0)
+        self.assertEqual(self.out.getvalue(), b"0\n1\n2\n3\n4\n")
+
+    def test_stops_after_n(self) -> None:
+        """-n stops the walk after that many records."""
+        for n in range(5):
+            self.store.add("t", 0, b"%d" % (n,))
+        reader = MetaqReader(self.client, "t", 0, 0, max_size=50)
+        done = follow_partition(reader, LogPrinter(self.out, 0, total=3), self.clock)
+        self.pump.flush()
+        self.assertEqual(self.successResultOf(done), 0)
+        self.assertEqual(self.out.getvalue(), b"0\n1\n2\n")
+
+    def test_follow_polls(self) -> None:
+        """With --follow the end is polled every poll interval and new records are printed."""
+        reader = MetaqReader(self.client, "t", 0, 0)
+        done = follow_partition(reader, LogPrinter(self.out, 0), self.clock, True, 2.0)
+        self.pump.flush()
+        self.assertNoResult(done)
+        self.store.add("t", 0, b"later")
+        self.clock.advance(1.9)
+        self.pump.flush()
+        self.assertEqual(self.out.getvalue(), b"")
+        self.clock.advance(0.1)
+        self.pump.flush()
+        self.assertEqual(self.out.getvalue(), b"later\n")
+        done.cancel()
+        self.failureResultOf(done)
+        self.assertEqual(self.clock.getDelayedCalls(), [])
+
+    def test_error_fails(self) -> None:
+        """An unknown partition fails the walk with the client's error."""
+        reader = MetaqReader(self.client, "t", 4, 0)
+        done = follow_partition(reader, LogPrinter(self.out, 4), self.clock)
+        self.pump.flush()
+        self.failureResultOf(done, MetaqNotFound)
+
+
+class NSQLogScriptTests(SynchronousTestCase):
+    """The console script against the fake broker on a loopback socket."""
+
+    def run_tool(self, *args: str) -> "subprocess.CompletedProcess[bytes]":
+        env = dict(os.environ)
+        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
+        return subprocess.run(
+            [sys.executable, "-m", "txnsq.tools.nsq_log"] + list(args),
+            capture_output=True,
+            env=env,
+            timeout=60,
+        )
+
+    def test_prints_partition(self) -> None:
+        """nsq_log prints the records from the earliest kept as text, and as JSON from an offset (moved to the start of its record), exiting 0."""
+        store = FakeMetaqStore(topics=("t",), partitions_per_topic=2)
+        for n in range(3):
+            store.add("t", 1, b"m%d" % (n,), attribute=b"a" if n == 1 else None)
+        broker = ThreadedFakeBroker(store)
+        self.addCleanup(broker.stop)
+        address = "--nsqd-metaq-address=" + broker.address
+        text = self.run_tool(address, "--topic=t", "--partition=1")
+        self.assertEqual((text.returncode, text.stdout), (0, b"m0\nm1\nm2\n"), text.stderr)
+        lines = self.run_tool(address, "--topic=t", "--partition=1", "--format=json", "--offset=23", "-n", "1")
+        self.assertEqual(lines.returncode, 0, lines.stderr)
+        self.assertEqual(
+            [json.loads(line) for line in lines.stdout.splitlines()],
+            [{"id": "0000000000000002", "partition": 1, "offset": 22, "flag": 1, "attribute": "a", "body": "m1"}],
+        )
+
+    def test_tls(self) -> None:
+        """With --tls-root-ca-file the tool speaks TLS from the first byte and verifies the broker; an untrusted broker is fatal."""
+        import ssl
+
+        from tests.integration.tls_certs import write_server_files
+
+        directory = self.mktemp()
+        os.makedirs(directory)
+        files = write_server_files(directory)
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(files.cert, files.key)
+        store = FakeMetaqStore(topics=("t",))
+        store.add("t", 0, b"over tls")
+        broker = ThreadedFakeBroker(store, context)
+        self.addCleanup(broker.stop)
+        address = "--nsqd-metaq-address=" + broker.address
+        result = self.run_tool(address, "--topic=t", "--tls-root-ca-file=" + files.ca)
+        self.assertEqual((result.returncode, result.stdout), (0, b"over tls\n"), result.stderr)
+        untrusted = self.run_tool(address, "--topic=t", "--tls")
+        self.assertEqual(untrusted.returncode, 1)
+        self.assertEqual(untrusted.stdout, b"")
+
+    def test_unknown_topic_is_fatal(self) -> None:
+        """A topic the broker lacks exits 1 with the broker's message."""
+        broker = ThreadedFakeBroker(FakeMetaqStore())
+        self.addCleanup(broker.stop)
+        result = self.run_tool("--nsqd-metaq-address=" + broker.address, "--topic=nope")
+        self.assertEqual(result.returncode, 1)
+        self.assertIn(b"The topic `nope` in partition `0` is not exists", result.stderr)
+
+    def test_missing_flags(self) -> None:
+        """Without an address the tool exits 1 with Go's fatal line."""
+        result = self.run_tool("--topic=t")
+        self.assertEqual(result.returncode, 1)
+        self.assertTrue(result.stderr.rstrip().endswith(b"--nsqd-metaq-address required"))
+
+    def test_version(self) -> None:
+        """--version prints the version line."""
+        result = self.run_tool("--version")
+        self.assertEqual(result.returncode, 0)
+        self.assertTrue(result.stdout.startswith(b"nsq_log v"))

@@ -1,0 +1,818 @@
+# -*- test-case-name: tests.test_client_metaq -*-
+"""
+A MetaQ client on Twisted: reads a retained topic's partitions by offset
+(``get``), stores messages (``put``), and asks for offsets, statistics and
+the broker's version, over the MetaQ text protocol (see ``docs/metaq.md``)
+through the sans-IO codec in :mod:`txnsq.protocol.metaq`.
+
+- :func:`connect_metaq` connects (plain TCP, or TLS from the first byte as
+  an nsqd started with ``--tls-required`` serves MetaQ) and, given a
+  secret, sends txnsq's ``auth`` first;
+- :class:`MetaqClient` is the connection: requests are pipelined, each
+  carries its own opaque and its reply is matched by it, so replies may
+  come in any order; every call returns a Deferred;
+- :class:`MetaqReader` walks one partition from an offset, batch by batch.
+
+What the replies mean (codes, the 301 "moved" body, a ``get``'s records
+and their offsets) is decided by the functions shared with the blocking
+client (:mod:`txnsq.spark.metaq`): :func:`put_result`, :func:`get_result`,
+:func:`offset_result`, :func:`text_result`.
+
+Time comes from the injected clock: one timer for all pending requests
+(not one per request) fails those older than ``request_timeout`` with
+:class:`MetaqTimeoutError`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import struct
+import zlib
+from collections import OrderedDict
+from typing import Any, Callable, List, Optional, Tuple, Union
+
+from twisted.internet.defer import CancelledError, Deferred, succeed
+from twisted.internet.error import ConnectingCancelledError, ConnectionDone
+from twisted.internet.interfaces import IDelayedCall, IReactorTime
+from twisted.internet.protocol import Factory, Protocol
+from twisted.logger import Logger
+from twisted.python.failure import Failure
+
+from txnsq.addresses import client_endpoint, split_host_port
+from txnsq.protocol.metaq import (
+    DEFAULT_OPAQUE,
+    FLAG_ATTRIBUTE,
+    MOVED,
+    NOT_FOUND,
+    SUCCESS,
+    AuthRequest,
+    GetRequest,
+    MetaqError,
+    MetaqResponseParser,
+    OffsetRequest,
+    PutRequest,
+    QuitRequest,
+    ResultResponse,
+    StatsRequest,
+    ValueResponse,
+    VersionRequest,
+    HEADER_LENGTH,
+    checksum,
+    join_attribute,
+    split_attribute,
+)
+
+__all__ = [
+    "DEFAULT_GROUP",
+    "DEFAULT_MAX_REPLY_SIZE",
+    "GetResult",
+    "LogRecord",
+    "MetaqClient",
+    "MetaqConnectionError",
+    "MetaqEndOfPartition",
+    "MetaqMoved",
+    "MetaqNotFound",
+    "MetaqProtocolError",
+    "MetaqReader",
+    "MetaqRecordTooLarge",
+    "MetaqResultError",
+    "MetaqTimeoutError",
+    "connect_metaq",
+    "get_result",
+    "offset_result",
+    "put_request",
+    "put_result",
+    "text_result",
+]
+
+_log = Logger(namespace="txnsq.client.metaq")
+
+#: The consumer group named in ``get`` and ``offset`` when none is given.
+#: A MetaQ broker only uses it for statistics: offsets are the client's.
+DEFAULT_GROUP = "txnsq"
+
+#: The largest reply accepted by default (a ``value`` is at most the
+#: ``get``'s ``maxSize``): 16 MiB.
+DEFAULT_MAX_REPLY_SIZE = 16 * 1024 * 1024
+
+_MAX_OPAQUE = 2**31 - 2  # DEFAULT_OPAQUE is the broker's "no opaque"
+
+# A record's header (docs/metaq.md): data length, checksum, message id, flag.
+_unpack_header = struct.Struct(">iiqi").unpack_from
+
+
+# ---------------------------------------------------------------------------
+# Errors
+
+
+class MetaqResultError(Exception):
+    """
+    The broker refused a request: ``result <code>`` other than 200.
+
+    :ivar code: the reply's code (400, 401, 403, 404, 500, ...).
+    :ivar message: the reply's body as text.
+    """
+
+    def __init__(self, code: int, message: str) -> None:
+        Exception.__init__(self, "%d %s" % (code, message))
+        self.code = code
+        self.message = message
+
+
+class MetaqMoved(MetaqResultError):
+    """
+    ``get`` answered 301: the broker cannot serve the offset asked for
+    (outside the partition's range, or not a record boundary).
+
+    :ivar offset: the offset to read from instead (the nearest valid one).
+    """
+
+    def __init__(self, code: int, message: str, offset: int) -> None:
+        MetaqResultError.__init__(self, code, message)
+        self.offset = offset
+
+
+class MetaqNotFound(MetaqResultError):
+    """404: no such topic or partition (or, as the subclass, no message yet)."""
+
+
+class MetaqEndOfPartition(MetaqNotFound):
+    """
+    404 ``Could not find message at position <offset>``: the partition has
+    no message at the offset yet (it is its end); poll again later.
+
+    :ivar offset: the offset asked for.
+    """
+
+    def __init__(self, code: int, message: str, offset: int) -> None:
+        MetaqNotFound.__init__(self, code, message)
+        self.offset = offset
+
+
+class MetaqRecordTooLarge(Exception):
+    """
+    ``get`` returned no record while the partition has one at the offset:
+    the record is larger than the largest ``maxSize`` allowed.
+
+    :ivar offset: where the record starts.
+    :ivar max_size: the largest ``maxSize`` tried.
+    """
+
+    def __init__(self, offset: int, max_size: int) -> None:
+        Exception.__init__(
+            self, "the record at offset %d is larger than %d bytes" % (offset, max_size)
+        )
+        self.offset = offset
+        self.max_size = max_size
+
+
+class MetaqConnectionError(ConnectionError):
+    """The connection could not be made, or was lost or closed before the reply."""
+
+
+class MetaqProtocolError(MetaqConnectionError):
+    """The broker sent what the protocol does not allow; the connection is closed."""
+
+
+class MetaqTimeoutError(Exception):
+    """No reply within the request timeout (the connection stays open)."""
+
+
+# ---------------------------------------------------------------------------
+# Results, shared with the blocking client
+
+
+class LogRecord:
+    """
+    One message read by ``get``.
+
+    :ivar id: the message id (unsigned 64-bit, as nsqd's ids are).
+    :ivar flag: the record's flag (bit 0: it has an attribute).
+    :ivar attribute: the attribute, None without one.
+    :ivar payload: the message body.
+    :ivar offset: where the record starts in the partition.
+    :ivar size: bytes of the record (20-byte header included); the next
+        record starts at ``offset + size``.
+    """
+
+    __slots__ = ("id", "flag", "attribute", "payload", "offset", "size")
+
+    def __init__(
+        self, id: int, flag: int, attribute: Optional[bytes], payload: bytes, offset: int, size: int
+    ) -> None:
+        self.id = id
+        self.flag = flag
+        self.attribute = attribute
+        self.payload = payload
+        self.offset = offset
+        self.size = size
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, LogRecord):
+            return NotImplemented
+        return all(getattr(self, name) == getattr(other, name) for name in self.__slots__)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return "LogRecord(id=%d, offset=%d, flag=%d, attribute=%r, payload=%r)" % (
+            self.id,
+            self.offset,
+            self.flag,
+            self.attribute,
+            self.payload if len(self.payload) <= 64 else self.payload[:64] + b"...",
+        )
+
+
+class GetResult:
+    """
+    What a ``get`` read.
+
+    :ivar offset: the offset the records were read from (the one asked
+        for, or the one a followed 301 gave).
+    :ivar records: the records, in order.
+    :ivar next_offset: where the next ``get`` starts: after the last record.
+    """
+
+    __slots__ = ("offset", "records", "next_offset")
+
+    def __init__(self, offset: int, records: List[LogRecord], next_offset: int) -> None:
+        self.offset = offset
+        self.records = records
+        self.next_offset = next_offset
+
+    def __repr__(self) -> str:
+        return "GetResult(offset=%d, records=<%d>, next_offset=%d)" % (
+            self.offset,
+            len(self.records),
+            self.next_offset,
+        )
+
+
+def _text(body: bytes) -> str:
+    return body.decode("utf-8", "replace")
+
+
+def _refusal(reply: ResultResponse, offset: Optional[int] = None) -> MetaqResultError:
+    """The exception for a ``result`` other than 200."""
+    message = _text(reply.body)
+    if reply.code == MOVED:
+        try:
+            moved = int(reply.body)
+        except ValueError:
+            raise MetaqProtocolError("301 without an offset: %r" % (reply.body[:64],)) from None
+        return MetaqMoved(reply.code, message, moved)
+    if reply.code == NOT_FOUND:
+        if offset is not None and message.startswith("Could not find message at position"):
+            return MetaqEndOfPartition(reply.code, message, offset)
+        return MetaqNotFound(reply.code, message)
+    return MetaqResultError(reply.code, message)
+
+
+def _result(reply: Union[ResultResponse, ValueResponse], command: str) -> ResultResponse:
+    if not isinstance(reply, ResultResponse):
+        raise MetaqProtocolError("a value reply to %s" % (command,))
+    if reply.code != SUCCESS:
+        raise _refusal(reply)
+    return reply
+
+
+def put_request(
+    topic: str, partition: int, body: bytes, flag: int = 0, attribute: Optional[bytes] = None, opaque: int = 0
+) -> PutRequest:
+    """
+    The ``put`` of ``body`` (with ``attribute`` when given: the flag's bit
+    0 is then set) carrying its checksum, as Java clients since 1.4.4 do.
+    """
+    if attribute is not None:
+        flag |= FLAG_ATTRIBUTE
+    elif flag & FLAG_ATTRIBUTE:
+        raise ValueError("flag %d announces an attribute but none is given" % (flag,))
+    data = join_attribute(attribute, body)
+    return PutRequest(topic, partition, data, flag, opaque, checksum(data))
+
+
+def put_result(reply: Union[ResultResponse, ValueResponse]) -> Tuple[int, int, int]:
+    """
+    ``(msg_id, partition, offset)`` of a ``put``'s reply; ``msg_id`` as
+    its unsigned 64-bit pattern.
+
+    :raises MetaqResultError: the put was refused.
+    :raises MetaqProtocolError: the reply is not a put's.
+    """
+    reply = _result(reply, "put")
+    try:
+        msg_id, partition, offset = reply.put_result()
+    except ValueError as error:
+        raise MetaqProtocolError(str(error)) from None
+    return msg_id & 0xFFFFFFFFFFFFFFFF, partition, offset
+
+
+def get_result(reply: Union[ResultResponse, ValueResponse], offset: int) -> GetResult:
+    """
+    The records of a reply to ``get`` at ``offset``; each record's offset
+    is ``offset`` plus its position in the reply.
+
+    :raises MetaqMoved: 301, with the offset to use.
+    :raises MetaqEndOfPartition: 404, no message at ``offset`` yet.
+    :raises MetaqNotFound: 404, no such topic or partition.
+    :raises MetaqResultError: any other refusal (400 bad max size, 401, 403).
+    :raises MetaqProtocolError: records that are cut, corrupt (checksum)
+        or with a bad attribute.
+    """
+    if isinstance(reply, ResultResponse):
+        raise _refusal(reply, offset) if reply.code != SUCCESS else MetaqProtocolError(
+            "result 200 instead of value to get"
+        )
+    data = reply.data
+    records: List[LogRecord] = []
+    append = records.append
+    unpack = _unpack_header
+    crc32 = zlib.crc32
+    end = len(data)
+    pos = 0
+    # One pass: frame, checksum and split each record (the codec's
+    # validate_records and iter_records would walk the data twice).
+    while pos < end:
+        if end - pos < HEADER_LENGTH:
+            raise MetaqProtocolError("record header cut short at offset %d" % (offset + pos,))
+        size, stored, msg_id, flag = unpack(data, pos)
+        start = pos + HEADER_LENGTH
+        following = start + size
+        if size < 0 or following > end:
+            raise MetaqProtocolError("record cut short at offset %d" % (offset + pos,))
+        body = data[start:following]
+        if crc32(body) & 0x7FFFFFFF != stored:
+            raise MetaqProtocolError("checksum mismatch in the record at offset %d" % (offset + pos,))
+        if flag & FLAG_ATTRIBUTE:
+            try:
+                attribute, body = split_attribute(flag, body)
+            except ValueError as error:
+                raise MetaqProtocolError("record at offset %d: %s" % (offset + pos, error)) from None
+        else:
+            attribute = None
+        append(LogRecord(msg_id & 0xFFFFFFFFFFFFFFFF, flag, attribute, body, offset + pos, following - pos))
+        pos = following
+    return GetResult(offset, records, offset + end)
+
+
+def offset_result(reply: Union[ResultResponse, ValueResponse]) -> int:
+    """
+    The offset in a reply to ``offset``.
+
+    :raises MetaqResultError: refused (404 no such partition, ...).
+    :raises MetaqProtocolError: the body is not a number.
+    """
+    reply = _result(reply, "offset")
+    try:
+        return int(reply.body)
+    except ValueError:
+        raise MetaqProtocolError("offset reply is not a number: %r" % (reply.body[:64],)) from None
+
+
+def text_result(reply: Union[ResultResponse, ValueResponse], command: str) -> str:
+    """
+    The text body of a successful ``stats``, ``version`` or ``auth`` reply.
+
+    :raises MetaqResultError: refused (403 for a wrong secret, ...).
+    """
+    return _text(_result(reply, command).body)
+
+
+# ---------------------------------------------------------------------------
+# The Twisted connection
+
+
+Reply = Union[ResultResponse, ValueResponse]
+
+
+class MetaqClient(Protocol):
+    """
+    One connection to a MetaQ broker.
+
+    :ivar address: ``host:port`` it was made to.
+    :ivar clock: times requests out.
+    :ivar request_timeout: seconds a request waits for its reply (0: forever).
+    :ivar connected: whether the connection is up and not closing.
+    """
+
+    def __init__(
+        self,
+        address: str,
+        clock: IReactorTime,
+        request_timeout: float = 30.0,
+        max_reply_size: int = DEFAULT_MAX_REPLY_SIZE,
+        close_timeout: float = 5.0,
+    ) -> None:
+        self.address = address
+        self.clock = clock
+        self.request_timeout = request_timeout
+        self.max_reply_size = max_reply_size
+        self.close_timeout = close_timeout
+        self.connected = False
+        self._parser = MetaqResponseParser(max_body_size=max_reply_size)
+        # opaque -> (deferred, deadline); insertion order is deadline order.
+        self._pending: "OrderedDict[int, Tuple[Deferred[Reply], float]]" = OrderedDict()
+        self._opaques = itertools.count(1)
+        self._timer: Optional[IDelayedCall] = None
+        self._close_call: Optional[IDelayedCall] = None
+        self._closed: "Deferred[None]" = Deferred()
+        self._reason: Optional[Exception] = None
+
+    def __repr__(self) -> str:
+        return "<MetaqClient %s>" % (self.address,)
+
+    # -- Protocol --------------------------------------------------------------
+
+    def connectionMade(self) -> None:
+        self.connected = True
+
+    def dataReceived(self, data: bytes) -> None:
+        pending = self._pending
+        for item in self._parser.feed(data):
+            if isinstance(item, MetaqError):
+                self._fail_connection(
+                    MetaqProtocolError("bad reply from %s: %s" % (self.address, item.message))
+                )
+                return
+            waiting = pending.pop(item.opaque, None)
+            if waiting is not None:
+                waiting[0].callback(item)
+            elif isinstance(item, ResultResponse) and item.code != SUCCESS:
+                # An error about a line the broker could not read (its
+                # opaque 2147483647), or a late reply to a timed-out request.
+                _log.warn(
+                    "MetaQ broker {address}: result {code} {message} (opaque {opaque})",
+                    address=self.address,
+                    code=item.code,
+                    message=_text(item.body),
+                    opaque=item.opaque,
+                )
+        if not pending and self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def connectionLost(self, reason: Failure = None) -> None:  # type: ignore[assignment]
+        self.connected = False
+        for name in ("_timer", "_close_call"):
+            call = getattr(self, name)
+            if call is not None and call.active():
+                call.cancel()
+            setattr(self, name, None)
+        error = self._reason
+        if error is None:
+            if reason is not None and not reason.check(ConnectionDone):
+                error = MetaqConnectionError(
+                    "connection to %s lost: %s" % (self.address, reason.getErrorMessage())
+                )
+            else:
+                error = MetaqConnectionError("connection to %s closed" % (self.address,))
+        self._reason = error
+        pending = list(self._pending.values())
+        self._pending.clear()
+        for waiting, _deadline in pending:
+            waiting.errback(Failure(error))
+        if not self._closed.called:
+            self._closed.callback(None)
+
+    # -- requests --------------------------------------------------------------
+
+    def _next_opaque(self) -> int:
+        while True:
+            opaque = next(self._opaques)
+            if opaque > _MAX_OPAQUE:
+                self._opaques = itertools.count(1)
+                continue
+            if opaque not in self._pending:
+                return opaque
+
+    def _request(self, make: Callable[[int], Any]) -> "Deferred[Reply]":
+        """Send the request ``make(opaque)`` and wait for its reply."""
+        if not self.connected:
+            return _failed(self._reason or MetaqConnectionError("not connected to %s" % (self.address,)))
+        opaque = self._next_opaque()
+        try:
+            data = make(opaque).encode()
+        except ValueError as error:
+            return _failed(error)
+        def forget(_: "Deferred[Reply]") -> None:
+            self._pending.pop(opaque, None)
+
+        waiting: "Deferred[Reply]" = Deferred(forget)
+        deadline = self.clock.seconds() + self.request_timeout
+        self._pending[opaque] = (waiting, deadline)
+        if self.request_timeout > 0 and self._timer is None:
+            self._timer = self.clock.callLater(self.request_timeout, self._expire)
+        assert self.transport is not None
+        self.transport.write(data)
+        return waiting
+
+    def _expire(self) -> None:
+        """Fail the requests past their deadline; wait for the next one."""
+        self._timer = None
+        now = self.clock.seconds()
+        pending = self._pending
+        while pending:
+            opaque, (waiting, deadline) = next(iter(pending.items()))
+            if deadline > now:
+                self._timer = self.clock.callLater(deadline - now, self._expire)
+                return
+            del pending[opaque]
+            waiting.errback(
+                Failure(MetaqTimeoutError("no reply from %s in %gs" % (self.address, self.request_timeout)))
+            )
+
+    def put(
+        self,
+        topic: str,
+        partition: int,
+        body: bytes,
+        flag: int = 0,
+        attribute: Optional[bytes] = None,
+    ) -> "Deferred[Tuple[int, int, int]]":
+        """
+        Store ``body`` (with ``attribute``, if given) in ``partition``
+        (-1: the broker picks).
+
+        :return: a Deferred firing with ``(msg_id, partition, offset)``, or
+            failing with :class:`MetaqResultError` (refused),
+            :class:`MetaqTimeoutError`, :class:`MetaqConnectionError`, or
+            ``ValueError`` (a topic that cannot be a field).
+        """
+        try:
+            request = put_request(topic, partition, body, flag, attribute)
+        except ValueError as error:
+            return _failed(error)
+
+        def make(opaque: int) -> PutRequest:
+            request.opaque = opaque
+            return request
+
+        return self._request(make).addCallback(put_result)
+
+    def get(
+        self,
+        topic: str,
+        partition: int,
+        offset: int,
+        max_size: int,
+        group: str = DEFAULT_GROUP,
+        follow_moved: bool = False,
+    ) -> "Deferred[GetResult]":
+        """
+        At most ``max_size`` bytes of whole records from ``offset``.
+
+        :param follow_moved: on 301, read once more from the offset the
+            broker gave (e.g. offset 0 for "from the first record kept").
+        :return: a Deferred firing with a :class:`GetResult` (no records:
+            the first record is larger than ``max_size``), or failing with
+            :class:`MetaqMoved` (301, not followed),
+            :class:`MetaqEndOfPartition`, :class:`MetaqNotFound`,
+            :class:`MetaqResultError`, :class:`MetaqProtocolError`,
+            :class:`MetaqTimeoutError`, :class:`MetaqConnectionError`, or
+            ``ValueError`` (``max_size`` above ``max_reply_size``).
+        """
+        if max_size > self.max_reply_size:
+            return _failed(ValueError("max_size %d is above %d" % (max_size, self.max_reply_size)))
+        result = self._request(
+            lambda opaque: GetRequest(topic, group, partition, offset, max_size, opaque)
+        ).addCallback(get_result, offset)
+        if follow_moved:
+
+            def moved(failure: Failure) -> Any:
+                failure.trap(MetaqMoved)
+                error: MetaqMoved = failure.value  # type: ignore[assignment]
+                return self.get(topic, partition, error.offset, max_size, group, False)
+
+            result.addErrback(moved)
+        return result
+
+    def offset(
+        self, topic: str, partition: int, offset: int, group: str = DEFAULT_GROUP
+    ) -> "Deferred[int]":
+        """
+        The valid offset nearest ``offset`` (0: the first record kept).
+
+        :return: a Deferred firing with the offset, or failing as :meth:`get`.
+        """
+        return self._request(
+            lambda opaque: OffsetRequest(topic, group, partition, offset, opaque)
+        ).addCallback(offset_result)
+
+    def stats(self, item: Optional[str] = None) -> "Deferred[str]":
+        """The broker's statistics (all, or ``item``) as text."""
+        return self._request(lambda opaque: StatsRequest(item, opaque)).addCallback(text_result, "stats")
+
+    def version(self) -> "Deferred[str]":
+        """The broker's version (MetaQ clients also send this as a heartbeat)."""
+        return self._request(lambda opaque: VersionRequest(opaque)).addCallback(text_result, "version")
+
+    def auth(self, secret: Union[str, bytes]) -> "Deferred[str]":
+        """
+        txnsq's ``auth`` extension.
+
+        :return: a Deferred firing with the reply's text, or failing with
+            :class:`MetaqResultError` (403: the secret was refused).
+        """
+        if isinstance(secret, str):
+            secret = secret.encode("utf-8")
+        data = secret
+        return self._request(lambda opaque: AuthRequest(data, opaque)).addCallback(text_result, "auth")
+
+    # -- closing -----------------------------------------------------------------
+
+    def close(self) -> "Deferred[None]":
+        """
+        Send ``quit`` (the broker closes without a reply) and wait for the
+        connection to end; after ``close_timeout`` it is aborted.  Pending
+        requests fail with :class:`MetaqConnectionError`.
+        """
+        if self.connected:
+            self.connected = False
+            assert self.transport is not None
+            self.transport.write(QuitRequest(DEFAULT_OPAQUE).encode())
+            self.transport.loseConnection()
+            self._close_call = self.clock.callLater(self.close_timeout, self._abort)
+        elif self.transport is None and not self._closed.called:
+            # Never connected: nothing to wait for.
+            self._closed.callback(None)
+        result: "Deferred[None]" = Deferred()
+
+        def ended(_: object) -> None:
+            result.callback(None)
+
+        self._closed.addBoth(ended)
+        return result
+
+    def _abort(self) -> None:
+        self._close_call = None
+        if self.transport is not None:
+            self.transport.abortConnection()  # type: ignore[attr-defined]
+
+    def _fail_connection(self, error: Exception) -> None:
+        self._reason = error
+        self.connected = False
+        if self.transport is not None:
+            self.transport.abortConnection()  # type: ignore[attr-defined]
+
+
+def _failed(error: Exception) -> "Deferred[Any]":
+    result: "Deferred[Any]" = Deferred()
+    result.errback(Failure(error))
+    return result
+
+
+class _ClientFactory(Factory):
+    noisy = False
+
+    def __init__(self, client: MetaqClient) -> None:
+        self.client = client
+
+    def buildProtocol(self, addr: Any) -> MetaqClient:
+        return self.client
+
+
+def connect_metaq(
+    reactor: Any,
+    address: str,
+    tls: bool = False,
+    tls_options: Any = None,
+    auth_secret: Optional[Union[str, bytes]] = None,
+    clock: Optional[IReactorTime] = None,
+    connect_timeout: float = 5.0,
+    request_timeout: float = 30.0,
+    max_reply_size: int = DEFAULT_MAX_REPLY_SIZE,
+) -> "Deferred[MetaqClient]":
+    """
+    Connect to the MetaQ broker at ``address`` (``host:port``).
+
+    :param reactor: makes the TCP connection.
+    :param tls: speak TLS from the first byte (an nsqd with
+        ``--tls-required`` serves MetaQ over TLS only).
+    :param tls_options: an ``IOpenSSLClientConnectionCreator``
+        (``optionsForClientTLS(...)``, :class:`txnsq.tools.tls.ToolClientTLS`);
+        default: the system's roots, checked against the address's host.
+    :param auth_secret: sent with ``auth`` before the client is handed out.
+    :param clock: times requests; the reactor by default.
+    :return: a Deferred firing with the :class:`MetaqClient`, or failing with
+        :class:`MetaqConnectionError` (no connection) or
+        :class:`MetaqResultError` (the secret was refused; the connection
+        is then closed).  Cancelling it aborts the attempt.
+    :raises ValueError: a malformed ``address``.
+    """
+    host, port = split_host_port(address)
+    client = MetaqClient(
+        address,
+        clock if clock is not None else reactor,
+        request_timeout=request_timeout,
+        max_reply_size=max_reply_size,
+    )
+    endpoint = client_endpoint(reactor, host, port, connect_timeout)
+    if tls:
+        from twisted.internet.endpoints import wrapClientTLS
+
+        if tls_options is None:
+            from twisted.internet.ssl import optionsForClientTLS
+
+            tls_options = optionsForClientTLS(host)
+        endpoint = wrapClientTLS(tls_options, endpoint)
+    attempt: "Deferred[Any]" = endpoint.connect(_ClientFactory(client))
+
+    def connected(_: Any) -> "Deferred[MetaqClient]":
+        if auth_secret is None:
+            return succeed(client)
+
+        def refused(failure: Failure) -> Any:
+            return client.close().addCallback(lambda _: failure)
+
+        return client.auth(auth_secret).addCallbacks(lambda _: client, refused)
+
+    def failed(failure: Failure) -> Failure:
+        if failure.check(MetaqResultError, MetaqConnectionError, CancelledError):
+            return failure
+        if failure.check(ConnectingCancelledError):
+            return Failure(CancelledError())
+        return Failure(
+            MetaqConnectionError("connecting to %s failed: %s" % (address, failure.getErrorMessage()))
+        )
+
+    return attempt.addCallback(connected).addErrback(failed)
+
+
+# ---------------------------------------------------------------------------
+# Reading a partition
+
+
+class MetaqReader:
+    """
+    Walks one partition from an offset, a ``get`` of ``max_size`` bytes at
+    a time.
+
+    An offset the broker cannot serve (301) is followed to the one it
+    gives when ``follow_moved`` (so ``offset=0`` means "from the first
+    record kept"), else it fails with :class:`MetaqMoved`.  A record
+    larger than ``max_size`` doubles the size of the next ``get`` up to
+    the client's ``max_reply_size``.
+
+    :ivar offset: where the next batch starts.
+    :ivar at_end: whether the last batch found no message (the end of the
+        partition, for now).
+    """
+
+    def __init__(
+        self,
+        client: Any,
+        topic: str,
+        partition: int,
+        offset: int = 0,
+        max_size: int = 64 * 1024,
+        group: str = DEFAULT_GROUP,
+        follow_moved: bool = True,
+    ) -> None:
+        if max_size <= 0:
+            raise ValueError("max_size must be positive, not %d" % (max_size,))
+        self.client = client
+        self.topic = topic
+        self.partition = partition
+        self.offset = offset
+        self.max_size = max_size
+        self.group = group
+        self.follow_moved = follow_moved
+        self.at_end = False
+
+    def next_batch(self) -> "Deferred[List[LogRecord]]":
+        """
+        The next records (an empty list at the end of the partition: call
+        again later to poll).
+
+        :return: a Deferred firing with the records, or failing as
+            :meth:`MetaqClient.get` does (:class:`MetaqRecordTooLarge` for
+            a record that no allowed ``max_size`` holds).
+        """
+        return self._read(self.max_size, 0)
+
+    def _read(self, max_size: int, moves: int) -> "Deferred[List[LogRecord]]":
+        result = self.client.get(self.topic, self.partition, self.offset, max_size, self.group)
+
+        def read(got: GetResult) -> Any:
+            if not got.records:
+                limit = self.client.max_reply_size
+                if max_size >= limit:
+                    raise MetaqRecordTooLarge(self.offset, max_size)
+                return self._read(min(max_size * 2, limit), moves)
+            self.at_end = False
+            self.offset = got.next_offset
+            return got.records
+
+        def refused(failure: Failure) -> Any:
+            if failure.check(MetaqEndOfPartition):
+                self.at_end = True
+                return []
+            # Two moves in a row: the broker keeps moving; do not loop.
+            if failure.check(MetaqMoved) and self.follow_moved and moves < 2:
+                moved: MetaqMoved = failure.value  # type: ignore[assignment]
+                self.offset = moved.offset
+                return self._read(max_size, moves + 1)
+            return failure
+
+        return result.addCallbacks(read, refused)  # type: ignore[no-any-return]
