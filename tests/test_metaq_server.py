@@ -563,3 +563,74 @@ class AuthTests(SynchronousTestCase):
         """auth without --auth-http-address is 403 AUTH disabled."""
         client = Client(MetaqFactory(self.backend, self.clock, 1024))
         self.assertEqual(client.one(b"auth s 9\r\n"), result(403, b"AUTH disabled", 9))
+
+
+class ClientTests(SynchronousTestCase):
+    """txnsq's MetaQ client (txnsq.client.metaq) against the listener, through a byte pump."""
+
+    def setUp(self) -> None:
+        from tests.metaq_fakes import Pump
+        from txnsq.client.metaq import MetaqClient
+
+        self.clock = Clock()
+        self.backend = LogMetaqBackend(self.clock, self.mktemp(), partitions=1, version="v")
+        self.addCleanup(self.backend.close)
+        self.client = MetaqClient("127.0.0.1:8123", self.clock, max_reply_size=1 << 20)
+        self.factory = MetaqFactory(self.backend, self.clock, 1024 * 1024)
+        self.pump = Pump(self.client, self.factory.buildProtocol(None))
+
+    def result(self, deferred: "Deferred[Any]") -> Any:
+        self.pump.flush()
+        return self.successResultOf(deferred)
+
+    def test_put_get_and_read(self) -> None:
+        """Puts with and without attribute are read back by get and by a MetaqReader, batch by batch."""
+        from txnsq.client.metaq import MetaqReader
+
+        self.assertEqual(self.result(self.client.put("t", 0, b"hello")), (1, 0, 0))
+        self.assertEqual(self.result(self.client.put("t", 0, b"world", attribute=b"k=v")), (2, 0, 25))
+        got = self.result(self.client.get("t", 0, 0, 4096))
+        self.assertEqual([(r.id, r.attribute, r.payload) for r in got.records], [(1, None, b"hello"), (2, b"k=v", b"world")])
+        for number in range(3, 50):
+            self.result(self.client.put("t", 0, b"%d" % (number,)))
+        reader = MetaqReader(self.client, "t", 0, offset=0, max_size=100)
+        payloads: List[bytes] = []
+        while True:
+            batch = self.result(reader.next_batch())
+            if not batch:
+                break
+            payloads.extend(record.payload for record in batch)
+        self.assertEqual(payloads, [b"hello", b"world"] + [b"%d" % (n,) for n in range(3, 50)])
+        self.assertTrue(reader.at_end)
+
+    def test_reader_grows_max_size(self) -> None:
+        """A record larger than the reader's maxSize is read after the reader doubles it (value 0 replies)."""
+        from txnsq.client.metaq import MetaqReader
+
+        self.result(self.client.put("t", 0, b"y" * 300))
+        reader = MetaqReader(self.client, "t", 0, offset=0, max_size=64)
+        [record] = self.result(reader.next_batch())
+        self.assertEqual(record.payload, b"y" * 300)
+
+    def test_moved_and_end(self) -> None:
+        """An offset inside a record is moved (301) and followed; the end is an empty batch."""
+        from txnsq.client.metaq import MetaqEndOfPartition, MetaqMoved
+
+        self.result(self.client.put("t", 0, b"abc"))
+        self.result(self.client.put("t", 0, b"def"))
+        self.pump.flush()
+        moved = self.client.get("t", 0, 30, 4096)
+        self.pump.flush()
+        self.assertEqual(self.failureResultOf(moved, MetaqMoved).value.offset, 23)
+        got = self.result(self.client.get("t", 0, 30, 4096, follow_moved=True))
+        self.assertEqual([r.payload for r in got.records], [b"def"])
+        end = self.client.get("t", 0, 46, 4096)
+        self.pump.flush()
+        self.failureResultOf(end, MetaqEndOfPartition)
+        self.assertEqual(self.result(self.client.offset("t", 0, 30)), 23)
+
+    def test_version_and_stats(self) -> None:
+        """version and stats come back as text."""
+        self.result(self.client.put("t", 0, b"abc"))
+        self.assertEqual(self.result(self.client.version()), "v")
+        self.assertEqual(self.result(self.client.stats("t")), "t-0 0 23 23 1\r\n")
