@@ -28,7 +28,7 @@ import os
 from typing import Any, Callable, Dict, List, Optional, Set
 
 from twisted.internet.interfaces import IPushProducer
-from twisted.internet.protocol import Factory, Protocol
+from twisted.internet.protocol import Factory, Protocol, connectionDone
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 from zope.interface import implementer
@@ -208,7 +208,7 @@ class MetaqServerProtocol(Protocol):
         self.server.connections.add(self)
         self.transport.registerProducer(self, True)  # type: ignore[union-attr]
 
-    def connectionLost(self, reason: Failure = Failure(ConnectionError())) -> None:
+    def connectionLost(self, reason: Failure = connectionDone) -> None:
         self._closed = True
         self.server.connections.discard(self)
         self._held = None
