@@ -28,8 +28,9 @@ from txnsq.storage.log import OffsetOutOfRange, RecordTooLarge, TopicLog
 class RetainedBroker:
     """
     A broker with the retained-topic API the listener is written against:
-    topics by name, ``retained_log(name)``, ``put_retained(name,
-    partition, flag, data)``.
+    topics by name, ``find_topic``, ``retained_log(name)``,
+    ``put_retained(name, partition, flag, data)`` (new topics get two
+    partitions; no partition -1, as nsqd's).
     """
 
     def __init__(self, clock: Clock, directory: str) -> None:
@@ -44,6 +45,9 @@ class RetainedBroker:
     def retained_log(self, name: str) -> Optional[TopicLog]:
         return self.logs.get(name)
 
+    def find_topic(self, name: str) -> Any:
+        return self.topics.get(name)
+
     def put_retained(self, name: str, partition: int, flag: int, data: bytes) -> Tuple[bytes, int, int]:
         if self.error is not None:
             raise self.error
@@ -51,14 +55,11 @@ class RetainedBroker:
         if log is None:
             log = self.logs[name] = TopicLog(self.directory + "/" + name, name, 2, self.clock)
             self.topics[name] = object()
-        if not -1 <= partition < len(log.partitions):
-            raise IndexError("no partition %d" % (partition,))
+        if not 0 <= partition < len(log.partitions):
+            raise LookupError("topic %s has no partition %d" % (name, partition))
         self.ids += 1
         msg_id = struct.pack(">q", self.ids)
-        if partition == -1:
-            partition, offset = log.append(msg_id, flag, data, 0)
-        else:
-            offset = log.partitions[partition].append(msg_id, flag, data, 0)
+        offset = log.partitions[partition].append(msg_id, flag, data, 0)
         return msg_id, partition, offset
 
     def close(self) -> None:
@@ -91,16 +92,30 @@ class BrokerMetaqBackendTests(SynchronousTestCase):
         self.assertEqual(message_id_number(b"\x00" * 7 + b"\x07"), 7)
 
     def test_put_errors(self) -> None:
-        """ValueError is 400, LookupError 404, OSError 500."""
+        """ValueError is 400, LookupError 404, PublishError and OSError 500."""
+        from txnsq.nsqd.topic import PublishError
+
         for error, code in [
             (ValueError("invalid topic name"), 400),
-            (IndexError("no partition 9"), 404),
+            (LookupError("no partition 9"), 404),
+            (PublishError("topic log write failed"), 500),
             (OSError(28, "No space left on device"), 500),
         ]:
             self.broker.error = error
             with self.assertRaises(MetaqRefused) as caught:
                 self.backend.put("orders", 9, 0, b"abc")
             self.assertEqual(caught.exception.code, code)
+
+    def test_put_any_partition(self) -> None:
+        """A put to partition -1 creates the topic in partition 0, then goes to the partitions in turn."""
+        self.assertEqual([self.backend.put("orders", -1, 0, b"a")[1] for _ in range(5)], [0, 0, 1, 0, 1])
+
+    def test_put_not_retained(self) -> None:
+        """A put to an existing topic without a retained log is 403, nothing stored."""
+        with self.assertRaises(MetaqRefused) as caught:
+            self.backend.put("plain", 0, 0, b"abc")
+        self.assertEqual(caught.exception.code, 403)
+        self.assertEqual(self.broker.ids, 0)
 
     def test_barrier(self) -> None:
         """A broker barrier (storage that must write first) runs before the put is answered."""

@@ -25,7 +25,8 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from zope.interface import Attribute, Interface, implementer
 
-from txnsq.protocol.metaq import BAD_REQUEST, INTERNAL_SERVER_ERROR, NOT_FOUND
+from txnsq.nsqd.topic import PublishError
+from txnsq.protocol.metaq import BAD_REQUEST, FORBIDDEN, INTERNAL_SERVER_ERROR, NOT_FOUND
 from txnsq.protocol.names import is_valid_topic_name
 from txnsq.storage.log import PartitionLog, PartitionStats, TopicLog
 
@@ -85,9 +86,9 @@ class IMetaqBackend(Interface):
 
         :return: ``(msg_id, partition, offset)``: the message id as a
             signed 64-bit number, the partition and the record's offset.
-        :raises MetaqRefused: 400 for a bad topic name, 404 for a
-            partition the topic does not have, 500 when it could not be
-            stored (nothing was stored).
+        :raises MetaqRefused: 400 for a bad topic name, 403 for a topic
+            that may not be put to, 404 for a partition the topic does not
+            have, 500 when it could not be stored (nothing was stored).
         """
 
     def read(topic: str, partition: int, offset: int, max_size: int) -> bytes:
@@ -133,9 +134,16 @@ class BrokerMetaqBackend:
     ``broker.put_retained(name, partition, flag, data) -> (msg_id bytes,
     partition, offset)``, which creates a missing topic as a retained one,
     delivers the message to the topic's channels (the payload only when it
-    carries an attribute) and raises ``ValueError`` for a bad topic name,
-    ``LookupError`` for a partition the topic does not have and
+    carries an attribute) and raises ``ValueError`` for a bad topic name
+    or attribute, ``LookupError`` for a partition the topic does not have,
+    :class:`~txnsq.nsqd.topic.PublishError` when the message could not be
+    published (the log could not be written, a channel is full) and
     ``OSError`` when the log could not be written.
+
+    A ``put`` to a topic that exists without a retained log is refused
+    with 403 (retention is turned on over HTTP or by flag, not by a put);
+    a ``put`` to partition -1 goes to the topic's partitions in turn (to
+    partition 0 when it creates the topic).
 
     :param broker: the nsqd broker.
     :param version: what ``version`` answers.
@@ -144,21 +152,36 @@ class BrokerMetaqBackend:
     def __init__(self, broker: Any, version: str) -> None:
         self.broker = broker
         self.version = version
+        # The next partition of each topic for puts to partition -1.
+        self._turns: Dict[str, int] = {}
 
     def put(self, topic: str, partition: int, flag: int, data: bytes) -> Tuple[int, int, int]:
         """See :meth:`IMetaqBackend.put`."""
+        broker = self.broker
+        log = broker.retained_log(topic)
+        if log is None and broker.find_topic(topic) is not None:
+            raise MetaqRefused(FORBIDDEN, "put: topic `%s` is not retained" % (topic,))
+        if partition == -1:
+            if log is None:
+                partition = 0
+            else:
+                turn = self._turns.get(topic, 0)
+                partition = turn % len(log.partitions)
+                self._turns[topic] = partition + 1
         try:
-            msg_id, partition, offset = self.broker.put_retained(topic, partition, flag, data)
+            msg_id, partition, offset = broker.put_retained(topic, partition, flag, data)
         except LookupError:
             raise NoSuchPartition(topic, partition)
         except ValueError as error:
             raise MetaqRefused(BAD_REQUEST, "put: %s" % (error,))
+        except PublishError as error:
+            raise MetaqRefused(INTERNAL_SERVER_ERROR, "put: PUB failed %s" % (error,))
         except OSError as error:
             raise MetaqRefused(INTERNAL_SERVER_ERROR, "put: could not store the message: %s" % (error,))
-        barrier = self.broker.barrier
+        barrier = broker.barrier
         if barrier is not None:
             # Storage that must write before nsqd answers (the NSQ side of
-            # the message, in the topic's queue).
+            # the message, in the channels' queues).
             barrier()
         return message_id_number(msg_id), partition, offset
 
