@@ -29,7 +29,6 @@ from twisted.python.failure import Failure
 from txnsq import __version__
 from txnsq.nsqd.broker import Broker, TopologyListener
 from txnsq.nsqd.channel import Channel
-from txnsq.nsqd.lookup_channels import TopicChannelsClient
 from txnsq.nsqd.lookup_peer import LookupPeer
 from txnsq.nsqd.topic import Topic
 from txnsq.protocol.lookup_v1 import encode_register, encode_unregister
@@ -63,7 +62,9 @@ class LookupService(Service, TopologyListener):
     :param peer_factory: makes the peers (tests); :class:`LookupPeer`
         with ``reactor`` when omitted.
     :param channels_client: asks lookupds for a topic's channels (tests);
-        a :class:`TopicChannelsClient` when omitted.
+        a :class:`~txnsq.nsqd.lookup_channels.TopicChannelsClient` when
+        omitted (imported then: its HTTP client, ``twisted.web.client``,
+        imports TLS).
     """
 
     _log = Logger()
@@ -247,6 +248,8 @@ class LookupService(Service, TopologyListener):
             return
         client = self._channels_client
         if client is None:
+            from txnsq.nsqd.lookup_channels import TopicChannelsClient
+
             client = TopicChannelsClient(
                 self.reactor,
                 self.options.http_client_connect_timeout,

@@ -18,7 +18,6 @@ from twisted.application.service import MultiService
 from twisted.internet.defer import Deferred, maybeDeferred, succeed
 from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
-from twisted.protocols.tls import TLSMemoryBIOFactory
 
 from txnsq.cli import version_string
 from txnsq.daemon import run_console_script
@@ -103,6 +102,8 @@ class NSQDService(MultiService):
         )
         self.https_listener: Optional[ListeningService] = None
         if tls is not None and options.https_address:
+            from twisted.protocols.tls import TLSMemoryBIOFactory
+
             self.https_listener = ListeningService(
                 "HTTPS",
                 reactor,
@@ -296,9 +297,7 @@ def _console_service(options: NSQDOptions, reactor: Any) -> NSQDService:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> None:
-    """The ``nsqd`` console script: Go nsqd's flags, the same service."""
-    from txnsq.nsqd.options import parse_nsqd_args_or_exit
+    """The ``nsqd`` console script (:func:`txnsq.nsqd.script.main`)."""
+    from txnsq.nsqd.script import main as script_main
 
-    run_console_script(
-        "nsqd", argv, parse_nsqd_args_or_exit, _console_service, [freeze_startup_objects]
-    )
+    script_main(argv)
