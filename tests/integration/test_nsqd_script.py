@@ -48,7 +48,8 @@ script.main(sys.argv[1:])
 
 #: Modules a plain nsqd never uses, by prefix: the other daemons, Spark,
 #: Prometheus, TLS and its libraries, the HTTP client (auth, lookupd
-#: channel queries) and the twistd plugin scan.
+#: channel queries), the twistd plugin scan, and until a client or request
+#: asks for them the profiler (/debug/pprof) and snappy.
 LAZY = (
     "txnsq.nsqadmin",
     "txnsq.nsqlookupd",
@@ -73,6 +74,10 @@ LAZY = (
     "twisted.plugins",
     "twisted.scripts",
     "twisted.application.app",
+    "txnsq.http.profiles",
+    "cProfile",
+    "snappy",
+    "cramjam",
 )
 
 
