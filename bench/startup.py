@@ -16,10 +16,11 @@ Run by hand; not part of the test suite::
 
     python bench/startup.py                                  # the nsqd next to this Python
     python bench/startup.py --runs 10 \\
-        --nsqd /work/venvs/cpython/bin/nsqd --nsqd /work/venvs/pypy/bin/nsqd
+        --nsqd venv/bin/nsqd --label CPython --nsqd pypy-venv/bin/nsqd --label PyPy
     python bench/startup.py --importtime 25                  # where the import time goes
 
-``--nsqd`` may be given more than once: one row per command. With
+``--nsqd`` may be given more than once: one row per command, named by the
+``--label`` of the same rank (else by the command). With
 ``--importtime N``, one more start of each CPython nsqd runs with
 ``PYTHONPROFILEIMPORTTIME=1`` (``python -X importtime``) and the ``N``
 imports that took longest, counting what they imported, are printed
@@ -48,7 +49,7 @@ from typing import IO, Dict, List, Optional, Sequence, Tuple
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from nsqd_harness import nsqd_command  # noqa: E402
+from nsqd_harness import nsqd_command, process_cpu_seconds  # noqa: E402
 
 #: How long one start may take before the run is given up.
 START_TIMEOUT = 30.0
@@ -67,9 +68,14 @@ class StartError(Exception):
 
 @dataclass
 class Sample:
-    """One start: seconds to the first ``/ping`` 200, and memory once idle."""
+    """
+    One start: seconds to the first ``/ping`` 200, the CPU seconds nsqd had
+    used by then (less swayed than the wall clock by other work on the
+    machine), and its memory once idle.
+    """
 
     start_seconds: float
+    cpu_seconds: float
     rss_bytes: int
     peak_bytes: int
 
@@ -168,6 +174,7 @@ def start_once(
                     raise StartError("nsqd did not answer /ping within %s s" % (START_TIMEOUT,))
                 time.sleep(0.001)
             elapsed = time.monotonic() - began
+            cpu = process_cpu_seconds(process.pid) or 0.0
             time.sleep(idle)
             status = proc_status(process.pid)
             if process.poll() is not None or "VmRSS" not in status:
@@ -187,7 +194,7 @@ def start_once(
             process.kill()
             process.wait()
         reader.join()
-        return Sample(elapsed, status["VmRSS"], status.get("VmHWM", 0)), reader.text()
+        return Sample(elapsed, cpu, status["VmRSS"], status.get("VmHWM", 0)), reader.text()
 
 
 def import_report(
@@ -224,10 +231,12 @@ def _median(values: Sequence[float]) -> float:
 
 def format_table(rows: Sequence[Row]) -> str:
     """The figures of every command, one line each."""
-    header = "%-44s %4s  %9s %9s  %9s %9s  %9s" % (
+    header = "%-28s %4s  %9s %9s  %9s %9s  %9s %9s  %9s" % (
         "nsqd",
         "runs",
         "start min",
+        "median",
+        "CPU min",
         "median",
         "RSS min",
         "median",
@@ -238,13 +247,16 @@ def format_table(rows: Sequence[Row]) -> str:
         starts = [sample.start_seconds for sample in row.samples]
         rss = [sample.rss_bytes / _MIB for sample in row.samples]
         peaks = [sample.peak_bytes / _MIB for sample in row.samples]
+        cpus = [sample.cpu_seconds for sample in row.samples]
         lines.append(
-            "%-44s %4d  %7.3f s %7.3f s  %6.1f MB %6.1f MB  %6.1f MB"
+            "%-28s %4d  %7.3f s %7.3f s  %7.3f s %7.3f s  %6.1f MB %6.1f MB  %6.1f MB"
             % (
-                row.label[-44:],
+                row.label[-28:],
                 len(row.samples),
                 min(starts),
                 _median(starts),
+                min(cpus),
+                _median(cpus),
                 min(rss),
                 _median(rss),
                 _median(peaks),
@@ -262,6 +274,12 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
         metavar="COMMAND",
         help="the nsqd to start (a shell-quoted command line); may be repeated "
         "(default: the nsqd script next to this Python)",
+    )
+    parser.add_argument(
+        "--label",
+        action="append",
+        default=[],
+        help="a name for the table's row of the --nsqd of the same rank; may be repeated",
     )
     parser.add_argument("--runs", type=int, default=5, help="starts per command (default 5)")
     parser.add_argument(
@@ -294,28 +312,42 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parse_args(argv)
     env = dict(os.environ)
     env["PYTHONUNBUFFERED"] = "1"  # the listening line arrives as it is printed
+    # Measure what a deployed nsqd does: the uncounted first start writes the
+    # bytecode caches that the counted ones read (an editable install under
+    # PYTHONDONTWRITEBYTECODE=1, as tox sets it, would compile every module
+    # of txnsq at every start). --env PYTHONDONTWRITEBYTECODE=1 measures that.
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     for setting in args.env:
         name, _, value = setting.partition("=")
         env[name] = value
     commands = args.nsqd or [" ".join(shlex.quote(arg) for arg in nsqd_command())]
     rows: List[Row] = []
-    for text in commands:
+    for rank, text in enumerate(commands):
         command = shlex.split(text)
-        row = Row(text)
+        row = Row(args.label[rank] if rank < len(args.label) else text)
         rows.append(row)
         start_once(command, 0.0, env, args.extra)  # warm the page cache, not counted
         for _ in range(args.runs):
             sample, _ = start_once(command, args.idle, env, args.extra)
             row.samples.append(sample)
             print(
-                "%s: %.3f s, %.1f MB idle, %.1f MB peak"
-                % (text, sample.start_seconds, sample.rss_bytes / _MIB, sample.peak_bytes / _MIB),
+                "%s: %.3f s (%.3f s CPU), %.1f MB idle, %.1f MB peak"
+                % (
+                    text,
+                    sample.start_seconds,
+                    sample.cpu_seconds,
+                    sample.rss_bytes / _MIB,
+                    sample.peak_bytes / _MIB,
+                ),
                 file=sys.stderr,
             )
         if args.importtime:
             print("%s:" % (text,))
             print(import_report(command, env, args.extra, args.importtime))
-    print("exec -> first GET /ping 200, and VmRSS after %.1f s idle" % (args.idle,))
+    print(
+        "exec -> first GET /ping 200 (wall clock, and nsqd's CPU time by then), "
+        "and VmRSS after %.1f s idle" % (args.idle,)
+    )
     if args.env:
         print("environment: %s" % (" ".join(args.env),))
     print(format_table(rows))

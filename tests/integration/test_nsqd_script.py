@@ -48,8 +48,9 @@ script.main(sys.argv[1:])
 
 #: Modules a plain nsqd never uses, by prefix: the other daemons, Spark,
 #: Prometheus, TLS and its libraries, the HTTP client (auth, lookupd
-#: channel queries), the twistd plugin scan, and until a client or request
-#: asks for them the profiler (/debug/pprof) and snappy.
+#: channel queries), the lookupd peers and statsd (not configured), the
+#: twistd plugin scan, and until a client or request asks for them the
+#: profiler (/debug/pprof) and snappy.
 LAZY = (
     "txnsq.nsqadmin",
     "txnsq.nsqlookupd",
@@ -59,6 +60,9 @@ LAZY = (
     "txnsq.nsqd.auth",
     "txnsq.nsqd.tap",
     "txnsq.nsqd.lookup_channels",
+    "txnsq.nsqd.lookup_peer",
+    "txnsq.nsqd.statsd",
+    "twisted.application.internet",
     "txnsq.http_client",
     "pyspark",
     "pyarrow",

@@ -12,7 +12,7 @@ from __future__ import annotations
 import gc
 import os
 import sys
-from typing import Any, Dict, List, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence
 
 from twisted.application.service import MultiService
 from twisted.internet.defer import Deferred, maybeDeferred, succeed
@@ -28,12 +28,14 @@ from txnsq.nsqd.listener import ListeningService, when_all_listening
 from txnsq.nsqd.lookup import LookupService
 from txnsq.logging import set_log_level
 from txnsq.nsqd.stats import collect, to_json, watch_gc
-from txnsq.nsqd.statsd import StatsdService, statsd_prefix
 from txnsq.nsqd.metadata import DataPathError, DataPathLock, MetadataError, MetadataStore
 from txnsq.nsqd.options import NSQDOptions, listen_endpoint_description
 from txnsq.nsqd.tcp import NSQDFactory, ServerFeatures
 from txnsq.nsqd.tls import TLSConfigError, tls_server_options
 from txnsq.storage.plugins import get_storage_backend
+
+if TYPE_CHECKING:
+    from txnsq.nsqd.statsd import StatsdService
 
 
 class NSQDService(MultiService):
@@ -118,8 +120,10 @@ class NSQDService(MultiService):
         # Not a child service: it starts once the listeners are bound (the
         # ports it registers are known then), see startService.
         self.lookup = LookupService(self.broker, options, self.bound_ports, reactor)
-        self.statsd: Optional[StatsdService] = None
+        self.statsd: Optional["StatsdService"] = None
         if options.statsd_address:
+            from txnsq.nsqd.statsd import StatsdService, statsd_prefix
+
             self.statsd = StatsdService(
                 self._statsd_stats,
                 options.statsd_address,
@@ -190,6 +194,8 @@ class NSQDService(MultiService):
         self.whenListening().addCallback(self._start_lookup).addErrback(lambda failure: None)
         statsd = self.statsd
         if statsd is not None:
+
+            from txnsq.nsqd.statsd import statsd_prefix
 
             def set_prefix(result: object) -> object:
                 port = self.bound_ports().get("HTTP", 0)
