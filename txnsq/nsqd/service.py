@@ -20,7 +20,6 @@ from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 
 from txnsq.cli import version_string
-from txnsq.daemon import run_console_script
 from txnsq.http.site import GoSite
 from txnsq.nsqd.broker import Broker
 from txnsq.nsqd.http import NSQDHTTPAPI
@@ -194,7 +193,6 @@ class NSQDService(MultiService):
         self.whenListening().addCallback(self._start_lookup).addErrback(lambda failure: None)
         statsd = self.statsd
         if statsd is not None:
-
             from txnsq.nsqd.statsd import statsd_prefix
 
             def set_prefix(result: object) -> object:
