@@ -11,7 +11,8 @@ Under PyPy the JIT is off while nsqd starts: the import of some 550
 modules runs each module's top level once, and tracing it only costs
 time (a third of a second) and memory (4 MB) that the JIT never uses
 again.  It is turned back on, with PyPy's default settings, once nsqd
-listens.
+listens (so JIT settings given as ``pypy3 --jit ...`` do not outlive the
+start).
 """
 
 from __future__ import annotations
