@@ -39,7 +39,7 @@ setup(
     },
     entry_points={
         "console_scripts": [
-            "nsqd = txnsq.nsqd.service:main",
+            "nsqd = txnsq.nsqd.script:main",
             "nsqlookupd = txnsq.nsqlookupd.service:main",
             "nsqadmin = txnsq.nsqadmin.service:main",
             "nsq_tail = txnsq.tools.nsq_tail:main",

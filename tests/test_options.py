@@ -644,6 +644,35 @@ class ValidateTests(SynchronousTestCase):
         )
 
 
+class MayUseTLSTests(SynchronousTestCase):
+    """NSQDOptions.may_use_tls says whether an nsqd may ever speak TLS."""
+
+    def test_plain(self) -> None:
+        """Go's defaults, host:port, UNIX sockets and tcp endpoints need no TLS."""
+        self.assertFalse(valid().may_use_tls())
+        self.assertFalse(valid(tcp_address="127.0.0.1:0", http_address="[::1]:0").may_use_tls())
+        self.assertFalse(
+            valid(tcp_address="/tmp/nsqd.sock", http_address="tcp6:0:interface=\\:\\:1").may_use_tls()
+        )
+        self.assertFalse(valid(http_address="").may_use_tls())
+
+    def test_certificate(self) -> None:
+        """A certificate (V2 upgrade, HTTPS listener) may use TLS."""
+        self.assertTrue(valid(tls_cert="c.pem", tls_key="k.pem").may_use_tls())
+
+    def test_auth_server(self) -> None:
+        """An auth server may be, or redirect to, https."""
+        self.assertTrue(valid(auth_http_address=["127.0.0.1:4181"]).may_use_tls())
+
+    def test_ssl_endpoint(self) -> None:
+        """A listener on an ssl: endpoint uses TLS."""
+        self.assertTrue(valid(http_address="ssl:0:privateKey=k.pem").may_use_tls())
+
+    def test_unusable_address(self) -> None:
+        """An address that cannot be read assumes TLS may be needed."""
+        self.assertTrue(valid(tcp_address="nonsense").may_use_tls())
+
+
 class CheckListenAddressTests(SynchronousTestCase):
     """check_listen_address refuses a listen flag's unusable value, naming the flag."""
 

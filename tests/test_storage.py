@@ -32,6 +32,8 @@ from twisted.plugin import IPlugin, getPlugins
 from twisted.trial.unittest import SynchronousTestCase
 from zope.interface.verify import verifyObject
 
+from txnsq.storage import plugins as storage_plugins
+from txnsq.storage.disk import DiskStorage
 from txnsq.storage.ephemeral import EphemeralQueue, EphemeralStorage
 from txnsq.storage.interfaces import IBackendQueue, IStorageBackend
 from txnsq.storage.memory import MemoryQueue, MemoryStorage
@@ -313,6 +315,22 @@ class PluginTests(SynchronousTestCase):
         backends = storage_backends()
         for name, backend in backends.items():
             self.assertEqual(backend.name, name)
+
+    def test_builtin_without_plugin_scan(self) -> None:
+        """txnsq's own backends are found without scanning the plugins."""
+
+        def scan(interface: Any) -> Any:
+            raise AssertionError("plugins scanned")
+
+        self.patch(storage_plugins, "getPlugins", scan)
+        self.assertIsInstance(get_storage_backend("disk"), DiskStorage)
+        self.assertIsInstance(get_storage_backend("memory"), MemoryStorage)
+
+    def test_third_party_plugin(self) -> None:
+        """A name no builtin has is looked for among the plugins."""
+        other = SimpleNamespace(name="other")
+        self.patch(storage_plugins, "getPlugins", lambda interface: iter([other]))
+        self.assertIs(get_storage_backend("other"), other)
 
     def test_unknown(self) -> None:
         """An unknown name is a ValueError that lists the known backends."""

@@ -181,6 +181,7 @@ def run_console_script(
     build: Callable[[S, Any], T],
     on_running: Sequence[Callable[[], object]] = (),
     reactor: Optional[Any] = None,
+    may_use_tls: Optional[Callable[[S], bool]] = None,
 ) -> NoReturn:
     """
     A daemon's console script, as Go's ``main``: parse the command line
@@ -196,6 +197,10 @@ def run_console_script(
     :param on_running: called once the reactor runs, after the service
         started.
     :param reactor: the global reactor when omitted.
+    :param may_use_tls: whether the settings may need TLS; when it says
+        no, the global reactor is imported without TLS support
+        (:func:`txnsq.plain_reactor.import_reactor`), which saves the
+        process pyOpenSSL and ``cryptography``.  Omitted: TLS is assumed.
     :raises SystemExit: always: 0 for ``--version`` and after a clean
         shutdown; 1 for impossible settings or when a listener could not
         listen (which it logged).
@@ -212,9 +217,9 @@ def run_console_script(
         sys.exit(1)
 
     if reactor is None:
-        from twisted.internet import reactor as global_reactor
+        from txnsq.plain_reactor import import_reactor
 
-        reactor = global_reactor
+        reactor = import_reactor(may_use_tls is None or may_use_tls(settings))
     start_console_logging(program, settings.log_level, settings.log_prefix)
     service = build(settings, reactor)
     outcome = {"code": 0}

@@ -15,25 +15,21 @@ from __future__ import annotations
 
 import gc
 import sys
-from typing import Any, Callable, List, Tuple
+from typing import TYPE_CHECKING, Any, Callable, List, Optional, Tuple
 
 from klein import Klein
 from twisted.internet.defer import Deferred
 from twisted.web.iweb import IRequest
 
 from txnsq.http.api import HTML_CONTENT_TYPE, TEXT_CONTENT_TYPE, APIBase, raw_query
-from txnsq.http.profiles import (
-    ProfilerBusy,
-    ReactorProfiler,
-    memory_summary,
-    pprof_index,
-    profile_pstats,
-    profile_text,
-    thread_list,
-    thread_stacks,
-)
 from txnsq.http.routes import Route, go_route
 from txnsq.protocol.http_params import go_parse_int, parse_query
+
+if TYPE_CHECKING:
+    from txnsq.http.profiles import ReactorProfiler
+
+# txnsq.http.profiles (cProfile, pstats, traceback) is imported by the
+# first /debug/pprof request: most daemons never get one.
 
 __all__ = ["PprofHandlers", "add_pprof_routes"]
 
@@ -42,11 +38,21 @@ class PprofHandlers(APIBase):
     """
     The ``/debug/pprof`` handlers.
 
-    :ivar _profiler: the one CPU profiler of the daemon (set by the API's
-        ``__init__``).
+    :ivar _profiler_clock: the clock of the daemon's one CPU profiler (set
+        by the API's ``__init__``); the profiler is made when first used.
     """
 
-    _profiler: ReactorProfiler
+    _profiler_clock: Any
+    _profiler_instance: Optional["ReactorProfiler"] = None
+
+    @property
+    def _profiler(self) -> "ReactorProfiler":
+        """The daemon's one CPU profiler."""
+        if self._profiler_instance is None:
+            from txnsq.http.profiles import ReactorProfiler
+
+            self._profiler_instance = ReactorProfiler(self._profiler_clock)
+        return self._profiler_instance
 
     def _debug_text(self, request: IRequest, text: str, code: int = 200) -> bytes:
         request.setHeader(b"X-Content-Type-Options", b"nosniff")
@@ -54,6 +60,8 @@ class PprofHandlers(APIBase):
 
     def debug_index(self, request: IRequest) -> bytes:
         """The list of profiles."""
+        from txnsq.http.profiles import pprof_index
+
         request.setHeader(b"X-Content-Type-Options", b"nosniff")
         return self._reply(request, 200, pprof_index(), HTML_CONTENT_TYPE)
 
@@ -71,6 +79,8 @@ class PprofHandlers(APIBase):
         for ``?seconds=`` (default 30); pstats text, or the marshalled
         stats with ``format=pstats``.
         """
+        from txnsq.http.profiles import ProfilerBusy, profile_pstats, profile_text
+
         values, _ = parse_query(raw_query(request)[0])
         seconds = go_parse_int((values.get("seconds") or [""])[0])
         if seconds is None or seconds <= 0:
@@ -104,6 +114,8 @@ class PprofHandlers(APIBase):
 
     def debug_heap(self, request: IRequest) -> bytes:
         """A memory summary; ``gc=1`` runs a full collection first."""
+        from txnsq.http.profiles import memory_summary
+
         values, _ = parse_query(raw_query(request)[0])
         if (values.get("gc") or ["0"])[0] not in ("", "0"):
             gc.collect()
@@ -111,6 +123,8 @@ class PprofHandlers(APIBase):
 
     def debug_goroutine(self, request: IRequest) -> bytes:
         """Every thread's stack: grouped, or one by one with ``debug=2``."""
+        from txnsq.http.profiles import thread_stacks
+
         values, _ = parse_query(raw_query(request)[0])
         debug = go_parse_int((values.get("debug") or ["0"])[0]) or 0
         return self._debug_text(request, thread_stacks(debug >= 2))
@@ -125,6 +139,8 @@ class PprofHandlers(APIBase):
 
     def debug_threadcreate(self, request: IRequest) -> bytes:
         """The live threads."""
+        from txnsq.http.profiles import thread_list
+
         return self._debug_text(request, thread_list())
 
 

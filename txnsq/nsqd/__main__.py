@@ -1,5 +1,5 @@
 """``python -m txnsq.nsqd``: the same as the ``nsqd`` console script."""
 
-from txnsq.nsqd.service import main
+from txnsq.nsqd.script import main
 
 main()

@@ -42,7 +42,6 @@ from werkzeug.exceptions import HTTPException
 from txnsq.version import NSQ_VERSION, TXNSQ_VERSION
 from txnsq.http.api import JSON_CONTENT_TYPE, raw_query
 from txnsq.http.pprof import PprofHandlers, add_pprof_routes
-from txnsq.http.profiles import ReactorProfiler
 from txnsq.http.routes import GoRouter, Route, go_route
 from txnsq.nsqd.http_config import CONFIG_OPTIONS, config_value, set_config_value
 from txnsq.nsqd.options import TLS_REQUIRED
@@ -114,7 +113,7 @@ class NSQDHTTPAPI(GoRouter, PprofHandlers):
         self._ports = ports
         self._clients = clients if clients is not None else (lambda: ())
         self.options_changed = options_changed
-        self._profiler = ReactorProfiler(broker.clock)
+        self._profiler_clock = broker.clock
 
     def _commit(self) -> None:
         """

@@ -19,7 +19,19 @@ out its first message, so that none of them misses it.  Go blocks
 from __future__ import annotations
 
 import socket
-from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Callable,
+    Dict,
+    Iterable,
+    List,
+    Mapping,
+    Optional,
+    Sequence,
+    Set,
+    Tuple,
+)
 
 from twisted.application.service import Service
 from twisted.internet.defer import Deferred, DeferredList
@@ -29,17 +41,20 @@ from twisted.python.failure import Failure
 from txnsq.version import NSQ_VERSION
 from txnsq.nsqd.broker import Broker, TopologyListener
 from txnsq.nsqd.channel import Channel
-from txnsq.nsqd.lookup_channels import TopicChannelsClient
-from txnsq.nsqd.lookup_peer import LookupPeer
 from txnsq.nsqd.topic import Topic
 from txnsq.protocol.lookup_v1 import encode_register, encode_unregister
+
+if TYPE_CHECKING:
+    # Imported by the first peer (its ClientService machinery is not needed
+    # by an nsqd with no --lookupd-tcp-address).
+    from txnsq.nsqd.lookup_peer import LookupPeer
 
 __all__ = ["LookupService"]
 
 #: Makes a peer: ``(address, identify, registrations) -> LookupPeer``.
 PeerFactory = Callable[
     [str, Callable[[], Mapping[str, Any]], Callable[[], Iterable[Tuple[str, str]]]],
-    LookupPeer,
+    "LookupPeer",
 ]
 
 _EPHEMERAL = "#ephemeral"
@@ -63,7 +78,9 @@ class LookupService(Service, TopologyListener):
     :param peer_factory: makes the peers (tests); :class:`LookupPeer`
         with ``reactor`` when omitted.
     :param channels_client: asks lookupds for a topic's channels (tests);
-        a :class:`TopicChannelsClient` when omitted.
+        a :class:`~txnsq.nsqd.lookup_channels.TopicChannelsClient` when
+        omitted (imported then: its HTTP client, ``twisted.web.client``,
+        imports TLS).
     """
 
     _log = Logger()
@@ -87,7 +104,7 @@ class LookupService(Service, TopologyListener):
         self._peer_factory = peer_factory or self._make_peer
         self._channels_client = channels_client
         # The peers by address, in the order the addresses were given.
-        self.peers: Dict[str, LookupPeer] = {}
+        self.peers: Dict[str, "LookupPeer"] = {}
         # Channel lookups under way, cancelled when stopping.
         self._lookups: Set["Deferred[Any]"] = set()
         # Peers being stopped, waited for by stopService.
@@ -151,7 +168,9 @@ class LookupService(Service, TopologyListener):
         address: str,
         identify: Callable[[], Mapping[str, Any]],
         registrations: Callable[[], Iterable[Tuple[str, str]]],
-    ) -> LookupPeer:
+    ) -> "LookupPeer":
+        from txnsq.nsqd.lookup_peer import LookupPeer
+
         return LookupPeer(
             address,
             self.reactor,
@@ -160,7 +179,7 @@ class LookupService(Service, TopologyListener):
             max_reply_size=self.options.max_body_size,
         )
 
-    def _stop_peer(self, peer: LookupPeer) -> None:
+    def _stop_peer(self, peer: "LookupPeer") -> None:
         stopping = peer.stopService()
         self._stopping.add(stopping)
 
@@ -247,6 +266,8 @@ class LookupService(Service, TopologyListener):
             return
         client = self._channels_client
         if client is None:
+            from txnsq.nsqd.lookup_channels import TopicChannelsClient
+
             client = TopicChannelsClient(
                 self.reactor,
                 self.options.http_client_connect_timeout,

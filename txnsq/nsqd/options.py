@@ -282,6 +282,32 @@ class NSQDOptions:
                 "settings as flags" % (self.config,)
             )
 
+    def may_use_tls(self) -> bool:
+        """
+        Whether an nsqd with these settings may ever speak TLS: it has a
+        certificate (the V2 upgrade, the HTTPS listener), an auth server
+        (which may be or redirect to ``https``), or a listen address that
+        is neither plain TCP nor a UNIX socket (an ``ssl:`` endpoint, an
+        endpoint plugin).  Without any of these the console script imports
+        the reactor without TLS (:mod:`txnsq.plain_reactor`).
+        """
+        if self.tls_cert or self.tls_key or self.auth_http_address:
+            return True
+        for address in (self.tcp_address, self.http_address):
+            if not address:
+                continue
+            try:
+                description = listen_endpoint_description(address)
+            except ValueError:
+                return True  # the listener reports it; assume nothing
+            if description.split(":", 1)[0].lower() not in _PLAIN_ENDPOINT_TYPES:
+                return True
+        return False
+
+
+#: Endpoint types that never involve TLS.
+_PLAIN_ENDPOINT_TYPES = frozenset(["tcp", "tcp6", "unix"])
+
 
 def _flag_name(attr: str) -> str:
     return attr.replace("_", "-")

@@ -12,16 +12,14 @@ from __future__ import annotations
 import gc
 import os
 import sys
-from typing import Any, Dict, List, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence
 
 from twisted.application.service import MultiService
 from twisted.internet.defer import Deferred, maybeDeferred, succeed
 from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
-from twisted.protocols.tls import TLSMemoryBIOFactory
 
 from txnsq.cli import version_string
-from txnsq.daemon import run_console_script
 from txnsq.http.site import GoSite
 from txnsq.nsqd.broker import Broker
 from txnsq.nsqd.http import NSQDHTTPAPI
@@ -29,12 +27,14 @@ from txnsq.nsqd.listener import ListeningService, when_all_listening
 from txnsq.nsqd.lookup import LookupService
 from txnsq.logging import set_log_level
 from txnsq.nsqd.stats import collect, to_json, watch_gc
-from txnsq.nsqd.statsd import StatsdService, statsd_prefix
 from txnsq.nsqd.metadata import DataPathError, DataPathLock, MetadataError, MetadataStore
 from txnsq.nsqd.options import NSQDOptions, listen_endpoint_description
 from txnsq.nsqd.tcp import NSQDFactory, ServerFeatures
 from txnsq.nsqd.tls import TLSConfigError, tls_server_options
 from txnsq.storage.plugins import get_storage_backend
+
+if TYPE_CHECKING:
+    from txnsq.nsqd.statsd import StatsdService
 
 
 #: How long a clean shutdown waits at most for the FINs of in-flight
@@ -113,6 +113,8 @@ class NSQDService(MultiService):
         )
         self.https_listener: Optional[ListeningService] = None
         if tls is not None and options.https_address:
+            from twisted.protocols.tls import TLSMemoryBIOFactory
+
             self.https_listener = ListeningService(
                 "HTTPS",
                 reactor,
@@ -133,8 +135,10 @@ class NSQDService(MultiService):
         # Not a child service: it starts once the listeners are bound (the
         # ports it registers are known then), see startService.
         self.lookup = LookupService(self.broker, options, self.bound_ports, reactor)
-        self.statsd: Optional[StatsdService] = None
+        self.statsd: Optional["StatsdService"] = None
         if options.statsd_address:
+            from txnsq.nsqd.statsd import StatsdService, statsd_prefix
+
             self.statsd = StatsdService(
                 self._statsd_stats,
                 options.statsd_address,
@@ -170,7 +174,11 @@ class NSQDService(MultiService):
             start_time=self.start_time,
         )
         self.metaq_factory = factory
-        served: Any = TLSMemoryBIOFactory(tls, False, factory) if tls_only else factory
+        served: Any = factory
+        if tls_only:
+            from twisted.protocols.tls import TLSMemoryBIOFactory
+
+            served = TLSMemoryBIOFactory(tls, False, factory)
         return ListeningService(
             "MetaQ", reactor, listen_endpoint_description(options.metaq_address), served
         )
@@ -232,6 +240,7 @@ class NSQDService(MultiService):
         self.whenListening().addCallback(self._start_lookup).addErrback(lambda failure: None)
         statsd = self.statsd
         if statsd is not None:
+            from txnsq.nsqd.statsd import statsd_prefix
 
             def set_prefix(result: object) -> object:
                 port = self.bound_ports().get("HTTP", 0)
@@ -359,9 +368,7 @@ def _console_service(options: NSQDOptions, reactor: Any) -> NSQDService:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> None:
-    """The ``nsqd`` console script: Go nsqd's flags, the same service."""
-    from txnsq.nsqd.options import parse_nsqd_args_or_exit
+    """The ``nsqd`` console script (:func:`txnsq.nsqd.script.main`)."""
+    from txnsq.nsqd.script import main as script_main
 
-    run_console_script(
-        "nsqd", argv, parse_nsqd_args_or_exit, _console_service, [freeze_startup_objects]
-    )
+    script_main(argv)

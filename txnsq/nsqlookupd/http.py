@@ -28,7 +28,6 @@ from werkzeug.exceptions import HTTPException
 
 from txnsq.http.api import raw_query
 from txnsq.http.pprof import PprofHandlers, add_pprof_routes
-from txnsq.http.profiles import ReactorProfiler
 from txnsq.http.routes import GoRouter, Route, go_route
 from txnsq.nsqlookupd.core import NSQLookupd
 from txnsq.nsqlookupd.producer_client import (
@@ -91,7 +90,7 @@ class NSQLookupdHTTPAPI(GoRouter, PprofHandlers):
         if producer_client is None:
             producer_client = AgentProducerClient(lookupd.clock)
         self.deletions = ProducerDeletions(producer_client)
-        self._profiler = ReactorProfiler(lookupd.clock)
+        self._profiler_clock = lookupd.clock
 
     def _seconds(self) -> float:
         """Requests are timed by nsqlookupd's clock."""

@@ -28,9 +28,8 @@ from __future__ import annotations
 
 import struct
 import zlib
-from typing import Callable, Iterator, List, Optional, Protocol, Tuple, Type, Union, runtime_checkable
-
-import snappy
+from importlib.util import find_spec
+from typing import Any, Callable, Iterator, List, Optional, Protocol, Tuple, Type, Union, runtime_checkable
 
 __all__ = [
     "DEFAULT_MAX_OUTPUT",
@@ -103,28 +102,48 @@ class Decoder(Protocol):
         """
 
 
+# python-snappy (and cramjam under it) is imported by the first snappy
+# codec: most connections never negotiate snappy, and a process that never
+# sees one (nsqd with no snappy client) is spared its native libraries.
+_snappy: Any = None
+_cramjam_snappy: Any = None
+_framed_errors: Tuple[Type[BaseException], ...] = ()
+
+
+def _load_snappy() -> None:
+    """Import python-snappy (and cramjam's framed decoder) once."""
+    global _snappy, _cramjam_snappy, _framed_errors
+    if _snappy is not None:
+        return
+    import snappy
+
+    errors: List[Type[BaseException]] = [snappy.UncompressError, ValueError, OSError]
+    try:
+        from cramjam import DecompressionError
+        from cramjam import snappy as cramjam_snappy
+    except ImportError:  # pragma: no cover - python-snappy < 0.7
+        pass
+    else:
+        _cramjam_snappy = cramjam_snappy
+        errors.insert(0, DecompressionError)
+    _framed_errors = tuple(errors)
+    _snappy = snappy
+
+
 def _decompress_framed_cramjam(framed: bytes) -> bytes:
     return bytes(_cramjam_snappy.decompress(framed))
 
 
 def _decompress_framed_stream(framed: bytes) -> bytes:
-    return bytes(snappy.StreamDecompressor().decompress(framed))
+    return bytes(_snappy.StreamDecompressor().decompress(framed))
 
 
-_decompress_framed: Callable[[bytes], bytes]
-_framed_errors: Tuple[Type[BaseException], ...]
-try:
-    # python-snappy >= 0.7 is built on cramjam; calling its framed decoder
-    # directly skips python-snappy's own Python walk over the chunks, which
-    # has already been done here (about 3x faster on many small chunks).
-    from cramjam import DecompressionError as _CramjamError
-    from cramjam import snappy as _cramjam_snappy
-except ImportError:  # pragma: no cover - python-snappy < 0.7
-    _decompress_framed = _decompress_framed_stream
-    _framed_errors = (snappy.UncompressError, ValueError, OSError)
-else:
-    _decompress_framed = _decompress_framed_cramjam
-    _framed_errors = (_CramjamError, snappy.UncompressError, ValueError, OSError)
+# python-snappy >= 0.7 is built on cramjam; calling its framed decoder
+# directly skips python-snappy's own Python walk over the chunks, which
+# has already been done here (about 3x faster on many small chunks).
+_decompress_framed: Callable[[bytes], bytes] = (
+    _decompress_framed_cramjam if find_spec("cramjam") is not None else _decompress_framed_stream
+)
 
 
 def _check_chunk_piece(chunk: int) -> None:
@@ -145,7 +164,8 @@ class SnappyEncoder:
         # python-snappy's StreamCompressor writes the identifier once, splits
         # at 65536 bytes, checksums, and sends a chunk uncompressed when
         # snappy does not shrink it: exactly the framing format.
-        self._compressor = snappy.StreamCompressor()
+        _load_snappy()
+        self._compressor = _snappy.StreamCompressor()
 
     def encode(self, data: bytes) -> bytes:
         """Framed chunks carrying ``data``; ``b""`` for empty ``data``."""
@@ -171,6 +191,7 @@ class SnappyDecoder:
         """
         :param max_output: most bytes one :meth:`decode` call may return.
         """
+        _load_snappy()
         self.max_output = max_output
         self._buffer = bytearray()
         # Bytes the buffer must hold before scanning it can make progress.
