@@ -34,13 +34,14 @@ from typing import Any, Callable, Iterator, List, NamedTuple, Optional, Sequence
 
 from txnsq.storage.diskqueue_format import DiskFormatError
 
-crc32: Callable[..., int]
 try:
     # ISA-L's CRC32 is zlib's, computed with SIMD: about 3x cheaper per
     # 100-byte record, which is most of an append's cost.  Optional.
-    from isal.isal_zlib import crc32
+    from isal.isal_zlib import crc32 as _crc32
 except ImportError:  # pragma: no cover - depends on the environment
-    from zlib import crc32
+    from zlib import crc32 as _crc32
+
+crc32: Callable[..., int] = _crc32
 
 __all__ = [
     "ATTRIBUTE_FLAG",
