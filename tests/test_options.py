@@ -92,6 +92,10 @@ GO_FLAG_NAMES = [
     "max-deflate-level",
     "snappy",
     "storage",
+    "retention-bytes",
+    "retention-age",
+    "retain-topics",
+    "log-partitions",
 ]
 
 
@@ -158,6 +162,10 @@ class DefaultsTests(SynchronousTestCase):
             "max_deflate_level": 6,
             "snappy": True,
             "storage": "disk",
+            "retention_bytes": 1 << 30,
+            "retention_age": 7 * 24 * 3600.0,
+            "retain_topics": "",
+            "log_partitions": 1,
             "client_timeout": 60.0,
             "queue_scan_interval": 0.1,
             "queue_scan_refresh_interval": 5.0,
