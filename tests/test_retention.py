@@ -149,6 +149,53 @@ class RetainedPublishTests(RetainedTestCase):
         self.assertLessEqual(log.retained_bytes, 10000 + largest)
 
 
+class RetainedTCPTests(RetainedTestCase):
+    """Publishing to a retained topic over the V2 protocol."""
+
+    def test_failed_write_is_pub_failed(self) -> None:
+        """PUB, MPUB and DPUB whose log write fails are answered E_*PUB_FAILED, then PUB works again."""
+        from twisted.internet.address import IPv4Address
+        from twisted.internet.testing import StringTransport
+
+        from txnsq.nsqd.options import NSQDOptions
+        from txnsq.nsqd.tcp import NSQDFactory
+
+        options = NSQDOptions(storage="memory", data_path=self.directory, sync_every=1)
+        self.broker = Broker(options, self.clock, MemoryStorage())
+        self.addCleanup(self.broker.close)
+        topic = self.retained()
+        consumer = self.consumer(topic)
+        factory = NSQDFactory(self.broker, self.clock)
+
+        def full(fd: int, data: Any) -> int:
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+        partition = topic.retention.log.partitions[0]
+        for command, code in (
+            (b"PUB t\n\x00\x00\x00\x01x", b"E_PUB_FAILED PUB failed retained log write failed"),
+            (b"MPUB t\n\x00\x00\x00\x09\x00\x00\x00\x01\x00\x00\x00\x01y", b"E_MPUB_FAILED MPUB failed retained"),
+            (b"DPUB t 1000\n\x00\x00\x00\x01z", b"E_DPUB_FAILED DPUB failed retained"),
+        ):
+            transport = StringTransport(peerAddress=IPv4Address("TCP", "127.0.0.1", 1))
+            protocol = factory.buildProtocol(transport.getPeer())
+            protocol.makeConnection(transport)
+            partition.os_write = full
+            protocol.dataReceived(b"  V2" + command)
+            self.clock.advance(1)
+            self.assertIn(code, transport.value())
+            self.assertNotIn(b"OK", transport.value())
+        self.assertEqual((consumer.take(), topic.message_count), ([], 0))
+        partition.os_write = os.write
+        transport = StringTransport(peerAddress=IPv4Address("TCP", "127.0.0.1", 2))
+        protocol = factory.buildProtocol(transport.getPeer())
+        protocol.makeConnection(transport)
+        protocol.dataReceived(b"  V2PUB t\n\x00\x00\x00\x02ok")
+        self.clock.advance(1)
+        self.assertIn(b"OK", transport.value())
+        self.assertEqual([m.body for m in consumer.take()], [b"ok"])
+        self.assertEqual([r.data for r in records(topic.retention.log, 0)], [b"ok"])
+
+
 class PutRetainedTests(RetainedTestCase):
     """Broker.put_retained and retained_log, the MetaQ listener's interface."""
 

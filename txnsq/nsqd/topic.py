@@ -145,7 +145,7 @@ class Topic:
         self.message_count += 1
         self.message_bytes += len(body)
 
-    def _retain(self, body: bytes, now: float, flag: int = 0, data: Optional[bytes] = None) -> bytes:
+    def _retain(self, body: bytes, now: float) -> bytes:
         """
         Append one message to the retained log (the next partition in
         turn); its NSQ message id.
@@ -155,7 +155,7 @@ class Topic:
         guid = self._guid.new_guid(now)
         retention = self.retention
         assert retention is not None
-        retention.append([(_RAW_ID(guid), flag, body if data is None else data)], int(now * 1e9))
+        retention.append([(_RAW_ID(guid), 0, body)], int(now * 1e9))
         return b"%016x" % (guid,)
 
     def publish_record(self, partition: int, flag: int, data: bytes) -> Tuple[bytes, int, int]:
