@@ -245,6 +245,17 @@ class TopicRetention:
         except OSError as error:
             raise RetainedWriteError("retained log write failed - %s" % (error,)) from None
 
+    def append_one(self, msg_id: bytes, data: bytes, timestamp_ns: int) -> None:
+        """
+        Append one NSQ message's record (flag 0) to the next partition in turn.
+
+        :raises RetainedWriteError: it could not be written.
+        """
+        try:
+            self.log.append(msg_id, 0, data, timestamp_ns)
+        except OSError as error:
+            raise RetainedWriteError("retained log write failed - %s" % (error,)) from None
+
     def append_to(
         self, partition: int, records: Sequence[Tuple[bytes, int, bytes]], timestamp_ns: int
     ) -> int:

@@ -155,7 +155,7 @@ class Topic:
         guid = self._guid.new_guid(now)
         retention = self.retention
         assert retention is not None
-        retention.append([(_RAW_ID(guid), 0, body)], int(now * 1e9))
+        retention.append_one(_RAW_ID(guid), body, int(now * 1e9))
         return b"%016x" % (guid,)
 
     def publish_record(self, partition: int, flag: int, data: bytes) -> Tuple[bytes, int, int]:
