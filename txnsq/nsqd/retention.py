@@ -33,7 +33,9 @@ from twisted.logger import Logger
 from txnsq.nsqd.guid import TWEPOCH
 from txnsq.nsqd.topic import PublishError
 from txnsq.protocol.message import encode_message
+from txnsq.storage.disk import write_file_atomically
 from txnsq.storage.log import OffsetOutOfRange, TopicLog
+from txnsq.storage.sync_worker import SyncWorker
 from txnsq.storage.log_format import ATTRIBUTE_FLAG, HEADER, HEADER_SIZE
 
 if TYPE_CHECKING:
@@ -214,8 +216,7 @@ class TopicRetention:
         self.topic = topic
         self.settings = settings
         options = topic.options
-        storage = topic.broker.storage
-        worker = getattr(storage, "_sync_worker", None)
+        worker = topic.broker.retention.sync_worker(topic.broker.storage)
         self.log = TopicLog(
             retention_directory(options),
             topic.name,
@@ -225,7 +226,7 @@ class TopicRetention:
             sync_timeout=float(getattr(options, "sync_timeout", 2.0)),
             retention_bytes=settings.bytes,
             retention_age=settings.age or None,
-            sync_worker=worker() if worker is not None else None,
+            sync_worker=worker,
         )
         #: Rewinds in progress, by channel name.
         self.rewinds: Dict[str, Rewind] = {}
@@ -445,6 +446,21 @@ class Retention:
         self.partitions = int(getattr(options, "log_partitions", 1) or 1)
         pattern = getattr(options, "retain_topics", "") or ""
         self.pattern = re.compile(pattern) if pattern else None
+        self._worker: Optional[SyncWorker] = None
+
+    def sync_worker(self, storage: Any) -> SyncWorker:
+        """
+        The thread the logs' periodic ``fsync``\s run on: the disk
+        backend's, else one of this broker's own (so that a sync never
+        blocks the reactor thread, whatever the queues' storage).
+        """
+        shared = getattr(storage, "_sync_worker", None)
+        if shared is not None:
+            worker: SyncWorker = shared()
+            return worker
+        if self._worker is None:
+            self._worker = SyncWorker(write_file_atomically)
+        return self._worker
 
     def defaults(self) -> RetentionSettings:
         """The settings of a topic that turns retention on with no values."""
