@@ -302,6 +302,21 @@ class RewindTests(RetainedTestCase):
         self.assertTrue(rewind.done)
         self.assertEqual(rewind.fed, count)
 
+    def test_record_larger_than_a_read(self) -> None:
+        """A record larger than one rewind read is re-fed whole."""
+        topic = self.retained(size=10 << 20)
+        consumer = self.consumer(topic)
+        big = b"b" * (REWIND_READ + 100)
+        topic.publish(b"small")
+        topic.publish(big)
+        topic.publish(b"after")
+        consumer.take()
+        rewind = topic.retention.rewind(topic.get_channel("c"), [0])
+        for _ in range(3):
+            self.clock.advance(0)
+        self.assertTrue(rewind.done)
+        self.assertEqual([m.body for m in consumer.take()], [b"small", big, b"after"])
+
     def test_inside_record_refused(self) -> None:
         """An offset that is not a record's start is refused."""
         from txnsq.storage.log import OffsetOutOfRange

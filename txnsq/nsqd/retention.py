@@ -34,7 +34,7 @@ from txnsq.nsqd.guid import TWEPOCH
 from txnsq.nsqd.topic import PublishError
 from txnsq.protocol.message import encode_message
 from txnsq.storage.disk import write_file_atomically
-from txnsq.storage.log import OffsetOutOfRange, TopicLog
+from txnsq.storage.log import OffsetOutOfRange, RecordTooLarge, TopicLog
 from txnsq.storage.sync_worker import SyncWorker
 from txnsq.storage.log_format import ATTRIBUTE_FLAG, HEADER, HEADER_SIZE
 
@@ -372,7 +372,11 @@ class Rewind:
         for number, at, end in self._cursors:
             partition = partitions[number]
             try:
-                data, following = partition.read(at, min(REWIND_READ, max(end - at, HEADER_SIZE)))
+                try:
+                    data, following = partition.read(at, min(REWIND_READ, max(end - at, HEADER_SIZE)))
+                except RecordTooLarge as error:
+                    # One record larger than a read (up to --max-msg-size).
+                    data, following = partition.read(at, error.size)
             except OffsetOutOfRange as error:
                 # Retention removed what was not read yet: go on from the oldest kept.
                 if error.nearest <= at or error.nearest >= end:
