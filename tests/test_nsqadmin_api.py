@@ -231,6 +231,23 @@ class APIActionTests(SynchronousTestCase):
             ["http://%s/channel/pause?topic=orders&channel=billing" % a for a in (NSQD_A, NSQD_B)],
         )
 
+    def test_rewind_channel(self) -> None:
+        """A rewind POSTs channel/rewind with earliest or the timestamp to every nsqd of the topic."""
+        code, _, _ = self.admin.call(
+            "POST", "/api/topics/orders/billing", {"action": "rewind", "from": "1795600000000"}, self.alice
+        )
+        self.assertEqual(code, 200)
+        self.admin.call("POST", "/api/topics/orders/billing", {"action": "rewind"}, self.alice)
+        self.assertEqual(
+            sorted(self.fake.posted()),
+            sorted(
+                ["http://%s/channel/rewind?topic=orders&channel=billing&timestamp=1795600000000" % a for a in (NSQD_A, NSQD_B)]
+                + ["http://%s/channel/rewind?topic=orders&channel=billing&earliest" % a for a in (NSQD_A, NSQD_B)]
+            ),
+        )
+        code, doc, _ = self.admin.call("POST", "/api/topics/orders", {"action": "rewind"}, self.alice)
+        self.assertEqual((code, doc), (400, {"message": "INVALID_ACTION"}))
+
     def test_notification(self) -> None:
         """An action POSTs Go's AdminAction JSON to the notification endpoint."""
         self.admin.call("POST", "/api/topics/orders/billing", {"action": "unpause"}, self.alice)

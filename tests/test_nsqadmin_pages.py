@@ -102,6 +102,27 @@ class PageTests(SynchronousTestCase):
         _, html = self.page("/topics/orders", "alice")
         self.assertIn('data-method="DELETE" data-url="/api/nodes/127.0.0.1%3A4151"', html)
 
+    def test_retention_section(self) -> None:
+        """A retained topic's page shows each node's partitions and, to an admin, a rewind form."""
+        _, html = self.page("/topics/orders", "alice")
+        self.assertNotIn("<h2>Retention</h2>", html)
+        stats = nsqd_stats(5, 100)
+        stats["topics"][0]["retention"] = {
+            "bytes_limit": 1000000,
+            "age_ms": 3600000,
+            "log_bytes": 4321,
+            "partitions": [{"partition": 0, "first_offset": 0, "next_offset": 4321, "bytes": 4321, "segments": 2}],
+        }
+        self.fake.answers["http://%s/stats" % NSQD_A] = stats
+        _, html = self.page("/topics/orders", "alice")
+        self.assertIn("<h2>Retention</h2>", html)
+        self.assertIn('<td class="num log-bytes">4,321</td>', html)
+        self.assertIn('<form class="rewind" data-url="/api/topics/orders">', html)
+        self.assertIn("<option>billing</option>", html)
+        _, html = self.page("/topics/orders", "mallory")
+        self.assertIn("<h2>Retention</h2>", html)
+        self.assertNotIn("<form", html)
+
     def test_reader_sees_no_actions(self) -> None:
         """Someone not in --admin-user sees no action button or create form."""
         for path in ("/topics/orders", "/topics/orders/billing", "/lookup"):

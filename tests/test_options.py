@@ -93,6 +93,10 @@ GO_FLAG_NAMES = [
     "snappy",
     "storage",
     "metaq-address",
+    "retention-bytes",
+    "retention-age",
+    "retain-topics",
+    "log-partitions",
 ]
 
 
@@ -160,6 +164,10 @@ class DefaultsTests(SynchronousTestCase):
             "snappy": True,
             "storage": "disk",
             "metaq_address": "",
+            "retention_bytes": 1 << 30,
+            "retention_age": 7 * 24 * 3600.0,
+            "retain_topics": "",
+            "log_partitions": 1,
             "client_timeout": 60.0,
             "queue_scan_interval": 0.1,
             "queue_scan_refresh_interval": 5.0,

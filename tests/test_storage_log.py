@@ -212,6 +212,27 @@ class PartitionLogTests(LogTestCase):
         )
         self.assertEqual(following, log.next_offset)
 
+    def test_append_same_as_append_many(self) -> None:
+        """One append per record writes the same segments, indexes and seals as one-record append_many calls."""
+        one = PartitionLog(os.path.join(self.directory, "a"), self.clock, segment_bytes=1000, index_interval=100)
+        many = PartitionLog(os.path.join(self.directory, "b"), self.clock, segment_bytes=1000, index_interval=100)
+        for number in range(300):
+            data = body(number, 5 + number % 40)
+            self.assertEqual(
+                one.append(msg_id(number), number % 2, data, number * 1000),
+                many.append_many([(msg_id(number), number % 2, data)], number * 1000),
+            )
+        self.assertEqual(one.segments(), many.segments())
+        one.close()
+        many.close()
+        self.assertEqual(os.listdir(one.directory), os.listdir(many.directory))
+        for name in os.listdir(one.directory):
+            with open(os.path.join(one.directory, name), "rb") as a, open(os.path.join(many.directory, name), "rb") as b:
+                self.assertEqual(a.read(), b.read(), name)
+        other = self.open()
+        self.assertRaises(struct.error, other.append, b"short", 0, b"x", 1)
+        self.assertEqual(other.next_offset, 0)
+
     def test_offsets_are_byte_positions(self) -> None:
         """A record's offset is its byte position; the segment is the records back to back."""
         log = self.open()

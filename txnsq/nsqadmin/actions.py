@@ -23,8 +23,9 @@ from txnsq.nsqadmin.clusterinfo import ClusterInfo, Gathered, NodeError, http_ad
 
 __all__ = ["ACTIONS", "ClusterActions", "acting_user", "is_admin"]
 
-#: What ``POST /api/topics/:topic[/:channel]`` accepts as ``action``.
-ACTIONS = ("pause", "unpause", "empty")
+#: What ``POST /api/topics/:topic[/:channel]`` accepts as ``action``
+#: (``rewind``, txnsq's, for a channel of a retained topic only).
+ACTIONS = ("pause", "unpause", "empty", "rewind")
 
 
 def acting_user(request: IRequest, acl_http_header: str) -> str:
@@ -113,12 +114,17 @@ class ClusterActions:
         return done.addCallback(keep)
 
     def topic_channel_action(
-        self, action: str, topic: str, channel: str = ""
+        self, action: str, topic: str, channel: str = "", start: str = "earliest"
     ) -> "Deferred[List[NodeError]]":
-        """``pause``, ``unpause`` or ``empty`` the topic, or its channel."""
+        """
+        ``pause``, ``unpause`` or ``empty`` the topic, or its channel; or
+        ``rewind`` the channel to ``start`` (``earliest`` or a timestamp).
+        """
         if channel:
             path = "channel/%s" % (action,)
             query = "topic=%s&channel=%s" % (_q(topic), _q(channel))
+            if action == "rewind":
+                query += "&earliest" if start == "earliest" else "&timestamp=" + _q(start)
         else:
             path = "topic/%s" % (action,)
             query = "topic=" + _q(topic)

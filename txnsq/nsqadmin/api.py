@@ -218,10 +218,14 @@ class APIHandlers(AdminBase):
 
     def _act(self, request: IRequest, topic: str, channel: str) -> "Deferred[Any]":
         self.require_admin(request)
-        action = _text(body_json(request), "action")
-        if action not in ACTIONS:
+        body = body_json(request)
+        action = _text(body, "action")
+        if action not in ACTIONS or (action == "rewind" and not channel):
             raise APIError(400, "INVALID_ACTION")
-        done = self.actions.topic_channel_action(action, topic, channel)
+        start = "earliest"
+        if action == "rewind":
+            start = str(body.get("from") or "earliest") if isinstance(body, dict) else "earliest"
+        done = self.actions.topic_channel_action(action, topic, channel, start)
         kind = "channel" if channel else "topic"
 
         def notify(errors: List[NodeError]) -> Any:

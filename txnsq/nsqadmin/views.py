@@ -387,6 +387,59 @@ def _node_cell(page: Page, node: str) -> Safe:
     return el("a", {"href": page.path("nodes", node)}, node)
 
 
+def _retention(page: Page, api: str, total: Dict[str, Any]) -> Any:
+    """
+    txnsq's retained log of the topic, per node and partition, and a form
+    rewinding a channel (nothing when no node retains the topic).
+    """
+    rows = []
+    for node in total["nodes"]:
+        retention = node.get("retention")
+        if not isinstance(retention, dict):
+            continue
+        for part in retention.get("partitions", []):
+            rows.append(
+                el(
+                    "tr",
+                    {"data_node": node["node"]},
+                    el("td", None, _node_cell(page, node["node"])),
+                    el("td", {"class_": "num"}, _num(retention.get("bytes_limit", 0))),
+                    el("td", {"class_": "num"}, _num(retention.get("age_ms", 0) // 1000)),
+                    el("td", {"class_": "num"}, _num(part["partition"])),
+                    el("td", {"class_": "num"}, _num(part["first_offset"])),
+                    el("td", {"class_": "num"}, _num(part["next_offset"])),
+                    el("td", {"class_": "num log-bytes"}, _num(part["bytes"])),
+                    el("td", {"class_": "num"}, _num(part["segments"])),
+                )
+            )
+    if not rows:
+        return None
+    parts = [
+        el("h2", None, "Retention"),
+        _table(
+            ["nsqd", "Limit (bytes)", "Age (s)", "Partition", "First offset", "Next offset", "Log bytes", "Segments"],
+            rows,
+            "retention",
+        ),
+    ]
+    channels = [c["channel_name"] for c in total["channels"]]
+    if page.admin and channels:
+        parts.append(
+            el(
+                "form",
+                {"class_": "rewind", "data_url": api},
+                "Rewind channel ",
+                el("select", {"name": "channel"}, [el("option", None, name) for name in channels]),
+                " to ",
+                el("input", {"name": "from", "value": "earliest", "size": "30",
+                             "title": "earliest, RFC 3339 or unix milliseconds"}),
+                " ",
+                el("button", {"type": "submit"}, "Rewind"),
+            )
+        )
+    return join(*parts)
+
+
 def topic_page(page: Page, topic: str, total: Dict[str, Any], errors: Sequence[NodeError]) -> str:
     """One topic: actions, charts, a row per nsqd, a row per channel."""
     api = page.path("api", "topics", topic)
@@ -453,6 +506,7 @@ def topic_page(page: Page, topic: str, total: Dict[str, Any], errors: Sequence[N
         _table(["nsqd", "Depth", "Memory", "Backend", "Messages", "", ""], node_rows, "nodes"),
         el("h2", None, "Channels"),
         _table_or(["Channel", *_QUEUE_COLUMNS], channel_rows, "channels", "No channels."),
+        _retention(page, api, total),
     )
     crumbs = [el("a", {"href": page.path("topics")}, "Topics"), topic]
     return layout("Topic " + topic, body, crumbs, base=page.base)

@@ -9,7 +9,7 @@ injected ``IReactorTime`` and storage from the chosen backend.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Optional
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple
 
 from twisted.internet.defer import Deferred
 from twisted.internet.interfaces import IReactorTime
@@ -21,6 +21,9 @@ from txnsq.nsqd.topic import Topic
 from txnsq.protocol.names import is_valid_topic_name
 from txnsq.storage.ephemeral import EphemeralStorage
 from txnsq.storage.interfaces import IStorageBackend
+
+if TYPE_CHECKING:
+    from txnsq.storage.log import TopicLog
 
 __all__ = ["Broker", "TopologyListener"]
 
@@ -101,6 +104,10 @@ class Broker:
         self.on_topology_change: Optional[Callable[[], None]] = None
         self.prepare_topic: Optional[Callable[[Topic], None]] = None
         self._listeners: List[TopologyListener] = []
+        from txnsq.nsqd.retention import Retention
+
+        #: ``--retention-*`` defaults and ``--retain-topics``.
+        self.retention = Retention(options)
 
     def __repr__(self) -> str:
         return "<Broker topics=%d>" % (len(self.topics),)
@@ -116,6 +123,8 @@ class Broker:
             if not is_valid_topic_name(name):
                 raise ValueError("invalid topic name %r" % (name,))
             topic = self.topics[name] = Topic(self, name)
+            if not topic.ephemeral and self.retention.retained_on_creation(name):
+                topic.set_retention(self.retention.defaults())
             self._topology_changed()
             for listener in list(self._listeners):
                 self._tell(listener.topic_created, topic)
@@ -123,6 +132,57 @@ class Broker:
             if prepare is not None:
                 prepare(topic)
         return topic
+
+    # -- retained topics (the MetaQ listener's interface) ---------------------
+
+    def retained_log(self, topic_name: str) -> Optional[TopicLog]:
+        """
+        The retained log of the topic called ``topic_name``, or ``None``
+        when there is no such topic or it is not retained.  For reads: the
+        caller uses :class:`~txnsq.storage.log.TopicLog` and its
+        ``partitions`` (``read``, ``nearest_offset``) itself.
+        """
+        topic = self.topics.get(topic_name)
+        if topic is None or topic.retention is None:
+            return None
+        return topic.retention.log
+
+    def put_retained(
+        self, topic_name: str, partition: int, flag: int, data: bytes
+    ) -> Tuple[bytes, int, int]:
+        """
+        Publish one record to ``partition`` of a retained topic (a MetaQ
+        ``put``): appended to that partition before this returns (synced
+        with ``--sync-every=1``; the caller still runs :attr:`barrier`, as
+        for any publish, before it answers), and its payload given to the
+        topic's channels as an NSQ message.  A topic that does not exist
+        is created retained, with ``--log-partitions`` partitions (and the
+        other ``--retention-*`` defaults).  Returns ``(8-byte message id,
+        partition, offset)``; the id is the NSQ message id as 8 bytes.
+
+        :raises ValueError: ``topic_name`` is not a valid topic name, or
+            is ``#ephemeral``, or ``flag & 1`` and the data's attribute
+            length does not fit (MetaQ: 400).
+        :raises txnsq.nsqd.retention.NoSuchPartition: the topic has no
+            such partition (MetaQ: 400).
+        :raises txnsq.nsqd.retention.NotRetained: the topic exists and is
+            not retained; retention is only turned on by
+            ``POST /topic/retention`` or ``--retain-topics`` (MetaQ: 403).
+        :raises txnsq.nsqd.retention.RetainedWriteError: the log could not
+            be written, a full disk say (MetaQ: 500); nothing was published.
+        :raises txnsq.nsqd.topic.PublishError: the topic is exiting or a
+            channel's queue is full (MetaQ: 500).
+        """
+        topic = self.topics.get(topic_name)
+        if topic is None:
+            if not is_valid_topic_name(topic_name):
+                raise ValueError("invalid topic name %r" % (topic_name,))
+            if topic_name.endswith("#ephemeral"):
+                raise ValueError("an ephemeral topic cannot be retained: %r" % (topic_name,))
+            topic = self.get_topic(topic_name)
+            if topic.retention is None:
+                topic.set_retention(self.retention.defaults())
+        return topic.publish_record(partition, flag, data)
 
     def find_topic(self, name: str) -> Optional[Topic]:
         """The topic called ``name``, or ``None``."""

@@ -44,8 +44,18 @@ from txnsq.http.api import JSON_CONTENT_TYPE, raw_query
 from txnsq.http.pprof import PprofHandlers, add_pprof_routes
 from txnsq.http.routes import GoRouter, Route, go_route
 from txnsq.nsqd.http_config import CONFIG_OPTIONS, config_value, set_config_value
+from txnsq.cli import parse_duration
 from txnsq.nsqd.options import TLS_REQUIRED
+from txnsq.nsqd.retention import (
+    EARLIEST,
+    NoSuchPartition,
+    RetainedWriteError,
+    RetentionSettings,
+    parse_offsets,
+    parse_timestamp,
+)
 from txnsq.nsqd.topic import PublishError
+from txnsq.storage.log import OffsetOutOfRange
 from txnsq.protocol.go_json import go_json
 from txnsq.protocol.http_params import (
     BOOL_PARAMS,
@@ -253,6 +263,9 @@ class NSQDHTTPAPI(GoRouter, PprofHandlers):
                 topic.publish_deferred(body, deferred_ns / 1e9)
             else:
                 topic.publish(body)
+        except RetainedWriteError:
+            # The retained log could not be written (a full disk).
+            raise APIError(500, "PUB_FAILED")
         except PublishError:
             raise APIError(503, "EXITING")
         self._commit()
@@ -284,6 +297,9 @@ class NSQDHTTPAPI(GoRouter, PprofHandlers):
             messages = parse_mpub_lines(body, options.max_msg_size, options.max_body_size)
         try:
             topic.publish_many(messages)
+        except RetainedWriteError:
+            # The retained log could not be written (a full disk).
+            raise APIError(500, "PUB_FAILED")
         except PublishError:
             raise APIError(503, "EXITING")
         self._commit()
@@ -382,12 +398,119 @@ class NSQDHTTPAPI(GoRouter, PprofHandlers):
 
     @go_route(app, "POST", "/channel/create", routes=ROUTES)
     def channel_create(self, request: IRequest) -> None:
-        """Create ``?channel=`` on the existing ``?topic=``."""
+        """
+        Create ``?channel=`` on the existing ``?topic=``; with
+        ``from=earliest`` or ``from=TIMESTAMP`` (retained topics), a new
+        channel is first fed the retained records from there.
+        """
         topic, name = self._existing_topic_and_channel(request)
+        values = self._query(request)
+        start = values.get("from")
+        if start is not None and topic.retention is None:
+            raise APIError(403, "TOPIC_NOT_RETAINED")
+        since: Optional[int] = None
+        if start is not None and start[0] != EARLIEST:
+            try:
+                since = parse_timestamp(start[0])
+            except ValueError:
+                raise APIError(400, "INVALID_FROM")
+        created = topic.find_channel(name) is None
         try:
-            topic.get_channel(name)
+            channel = topic.get_channel(name)
         except ValueError:
             raise APIError(400, "INVALID_ARG_CHANNEL")
+        if start is not None and created and topic.retention is not None:
+            retention = topic.retention
+            if since is None:
+                retention.rewind(channel, retention.earliest())
+            else:
+                retention.rewind(channel, retention.starts_for_timestamp(since), since)
+
+    @go_route(app, "POST", "/channel/rewind", routes=ROUTES)
+    def channel_rewind(self, request: IRequest) -> None:
+        """
+        Re-feed the existing channel's queue from the retained log: from
+        ``offset=P:O,...`` (per partition), ``timestamp=`` (RFC 3339 or
+        unix ms; exactly the records published from then on) or
+        ``earliest``.  Messages already queued stay.
+        """
+        channel = self._existing_channel(request)
+        topic = channel.topic
+        retention = topic.retention
+        if retention is None:
+            raise APIError(403, "TOPIC_NOT_RETAINED")
+        values = self._query(request)
+        partitions = retention.settings.partitions
+        since: Optional[int] = None
+        if "offset" in values:
+            try:
+                starts = parse_offsets(values["offset"][0], partitions)
+            except NoSuchPartition:
+                raise APIError(400, "INVALID_PARTITION")
+            except ValueError:
+                raise APIError(400, "INVALID_OFFSET")
+        elif "timestamp" in values:
+            try:
+                since = parse_timestamp(values["timestamp"][0])
+            except ValueError:
+                raise APIError(400, "INVALID_TIMESTAMP")
+            starts = retention.starts_for_timestamp(since)
+        elif EARLIEST in values:
+            starts = retention.earliest()
+        else:
+            raise APIError(400, "MISSING_ARG_OFFSET")
+        try:
+            retention.rewind(channel, starts, since)
+        except OffsetOutOfRange:
+            raise APIError(400, "OFFSET_OUT_OF_RANGE")
+
+    @go_route(app, "POST", "/topic/retention", routes=ROUTES)
+    def topic_retention(self, request: IRequest) -> None:
+        """
+        Turn ``?topic=``'s retained log on (created if need be) or change
+        it: ``bytes=`` (``0`` turns it off and removes the log),
+        ``age=`` (a duration, ``0`` for none), ``partitions=`` (can only
+        grow); what is not given keeps its value, or the ``--retention-*``
+        default.
+        """
+        values, topic = self._topic_from_query(request)
+        if topic.ephemeral:
+            raise APIError(400, "INVALID_TOPIC")
+        current = (
+            topic.retention.settings
+            if topic.retention is not None
+            else self.broker.retention.defaults()
+        )
+        size = current.bytes
+        if "bytes" in values:
+            parsed = go_parse_int(values["bytes"][0])
+            if parsed is None or parsed < 0:
+                raise APIError(400, "INVALID_BYTES")
+            if parsed == 0:
+                topic.set_retention(None)
+                return
+            size = parsed
+        age = current.age
+        if "age" in values:
+            try:
+                age = parse_duration(values["age"][0])
+            except ValueError:
+                raise APIError(400, "INVALID_AGE")
+            if age < 0:
+                raise APIError(400, "INVALID_AGE")
+        partitions = current.partitions
+        if "partitions" in values:
+            parsed = go_parse_int(values["partitions"][0])
+            if parsed is None or not 1 <= parsed <= 1024:
+                raise APIError(400, "INVALID_PARTITIONS")
+            partitions = parsed
+        try:
+            topic.set_retention(RetentionSettings(size, age, partitions))
+        except ValueError:
+            raise APIError(400, "INVALID_PARTITIONS")
+        except OSError as e:
+            self._log.error("cannot open the retained log of {topic} - {error}", topic=topic.name, error=e)
+            raise APIError(500, "INTERNAL_ERROR")
 
     @go_route(app, "POST", "/channel/delete", routes=ROUTES)
     def channel_delete(self, request: IRequest) -> None:

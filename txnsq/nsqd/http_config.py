@@ -28,8 +28,8 @@ _INT, _STR, _DURATION, _BOOL, _LIST, _FLOATS, _LOG_LEVEL, _TLS_VERSION = range(8
 
 #: Go's config names (the ``cfg`` tag, else the flag name with ``_``) of
 #: every option that has a flag, mapped to the ``NSQDOptions`` attribute
-#: and how Go's value is typed.  ``storage`` and ``metaq_address`` are
-#: txnsq's own flags.
+#: and how Go's value is typed.  ``storage``, ``metaq_address`` and the
+#: retention ones are txnsq's own flags.
 CONFIG_OPTIONS: Dict[str, Tuple[str, int]] = {
     "id": ("node_id", _INT),
     "log_level": ("log_level", _LOG_LEVEL),
@@ -83,6 +83,10 @@ CONFIG_OPTIONS: Dict[str, Tuple[str, int]] = {
     "snappy": ("snappy", _BOOL),
     "storage": ("storage", _STR),
     "metaq_address": ("metaq_address", _STR),
+    "retention_bytes": ("retention_bytes", _INT),
+    "retention_age": ("retention_age", _DURATION),
+    "retain_topics": ("retain_topics", _STR),
+    "log_partitions": ("log_partitions", _INT),
 }
 
 #: Go's ``lg.LogLevel`` numbers.

@@ -182,6 +182,9 @@ class TopicMetadata:
     name: str
     paused: bool = False
     channels: List[ChannelMetadata] = field(default_factory=list)
+    #: txnsq's retention settings (``RetentionSettings.to_json()``), or
+    #: ``None``; written as an extra ``"retention"`` key, which Go ignores.
+    retention: Optional[Dict[str, Any]] = None
 
 
 class Skipped(NamedTuple):
@@ -236,9 +239,14 @@ def encode_metadata(topics: Sequence[TopicMetadata], version: str) -> bytes:
             )
         else:
             channels = "null"
+        retention = ""
+        if topic.retention is not None:
+            retention = ',"retention":%s' % (
+                json.dumps(topic.retention, separators=(",", ":"), sort_keys=True),
+            )
         topic_parts.append(
-            '{"name":%s,"paused":%s,"channels":%s}'
-            % (_go_string(topic.name), _bool(topic.paused), channels)
+            '{"name":%s,"paused":%s,"channels":%s%s}'
+            % (_go_string(topic.name), _bool(topic.paused), channels, retention)
         )
     listed = "[%s]" % ",".join(topic_parts) if topic_parts else "null"
     return ('{"topics":%s,"version":%s}' % (listed, _go_string(version))).encode("utf-8")
@@ -372,12 +380,28 @@ def decode_metadata(data: bytes) -> Tuple[List[TopicMetadata], List[Skipped]]:
             else:
                 channel_skips.append(Skipped("channel", channel_name))
         if is_valid_topic_name(topic_name):
-            topics.append(TopicMetadata(topic_name, topic_fields.get("paused", False), channels))
+            topics.append(
+                TopicMetadata(
+                    topic_name,
+                    topic_fields.get("paused", False),
+                    channels,
+                    _retention_of(topic_value),
+                )
+            )
             skipped.extend(channel_skips)
         else:
             # Go skips the topic without looking at its channels.
             skipped.append(Skipped("topic", topic_name))
     return topics, skipped
+
+
+def _retention_of(value: _Object) -> Optional[Dict[str, Any]]:
+    """A topic entry's txnsq ``"retention"`` object as a dict (the last one), or ``None``."""
+    found: Optional[Dict[str, Any]] = None
+    for key, member in value.pairs:
+        if key == "retention" and isinstance(member, _Object):
+            found = {k: v for k, v in member.pairs}
+    return found
 
 
 def snapshot(broker: Broker) -> List[TopicMetadata]:
@@ -394,6 +418,7 @@ def snapshot(broker: Broker) -> List[TopicMetadata]:
                 for channel in topic.channels.values()
                 if not channel.ephemeral
             ],
+            topic.retention.settings.to_json() if topic.retention is not None else None,
         )
         for topic in broker.topics.values()
         if not topic.ephemeral
@@ -522,6 +547,7 @@ class MetadataStore:
         try:
             for listed in self._read():
                 topic = self._hold(listed.name, held)
+                self._retain(topic, listed.retention)
                 if listed.paused:
                     held[listed.name] = True
                 for channel_meta in listed.channels:
@@ -537,6 +563,28 @@ class MetadataStore:
                         loaded.unpause()
             finally:
                 self._loading = False
+
+    def _retain(self, topic: Topic, value: Optional[Dict[str, Any]]) -> None:
+        """Turn on the retention ``nsqd.dat`` lists for ``topic`` (failures are logged)."""
+        from txnsq.nsqd.retention import RetentionSettings
+
+        settings = RetentionSettings.from_json(value)
+        if settings is None:
+            if value is not None:
+                self._log.warn(
+                    "ignoring invalid retention {value!r} of topic {topic}",
+                    value=value,
+                    topic=topic.name,
+                )
+            return
+        try:
+            topic.set_retention(settings)
+        except (OSError, ValueError) as e:
+            self._log.error(
+                "cannot open the retained log of topic {topic} - {error}",
+                topic=topic.name,
+                error=e,
+            )
 
     def _hold(self, name: str, held: Dict[str, bool]) -> Topic:
         """The topic ``name``, created if need be and paused until loaded."""

@@ -169,6 +169,11 @@ class NSQDOptions:
     storage: str = "disk"
     #: The MetaQ listener's address (``--metaq-address``); empty: off.
     metaq_address: str = ""
+    # retained topics (docs/retention.md)
+    retention_bytes: int = 1 << 30
+    retention_age: float = 7 * 24 * 3600.0
+    retain_topics: str = ""
+    log_partitions: int = 1
 
     # Go options without a flag (a config file could set them)
     client_timeout: float = 60.0
@@ -276,6 +281,17 @@ class NSQDOptions:
                 check_listen_address(_flag_name(name), address)
         if not self.storage:
             raise ValueError("--storage must name a storage backend")
+        if self.retention_bytes < 1:
+            raise ValueError("--retention-bytes must be positive (%d)" % (self.retention_bytes,))
+        if self.retention_age < 0:
+            raise ValueError("--retention-age must not be negative")
+        if not 1 <= self.log_partitions <= 1024:
+            raise ValueError("--log-partitions must be [1,1024] (%d)" % (self.log_partitions,))
+        if self.retain_topics:
+            try:
+                re.compile(self.retain_topics)
+            except re.error as e:
+                raise ValueError("--retain-topics is not a valid regular expression: %s" % (e,))
         if self.config:
             raise ValueError(
                 "--config is not supported yet (config file %r): give the "
@@ -668,6 +684,33 @@ def nsqd_flags(defaults: Optional[NSQDOptions] = None) -> List[Flag]:
             o.metaq_address,
             "<addr>:<port> to listen on for MetaQ clients (retained topics; "
             "empty: no MetaQ listener)",
+        ),
+        Flag(
+            "retention-bytes",
+            INT,
+            o.retention_bytes,
+            "bytes of retained log kept per retained topic, at least (txnsq; "
+            "the default for topics that turn retention on)",
+        ),
+        Flag(
+            "retention-age",
+            DURATION,
+            o.retention_age,
+            "age after which retained records are deleted, 0 for none (txnsq; "
+            "the default for topics that turn retention on)",
+        ),
+        Flag(
+            "retain-topics",
+            STRING,
+            o.retain_topics,
+            "regular expression: topics whose names match are retained when "
+            "created (txnsq)",
+        ),
+        Flag(
+            "log-partitions",
+            INT,
+            o.log_partitions,
+            "partitions of a retained topic's log (txnsq)",
         ),
     ]
 

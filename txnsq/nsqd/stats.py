@@ -252,9 +252,18 @@ class TopicStats:
     message_bytes: int
     paused: bool
     e2e_processing_latency: QuantileResult = field(default_factory=lambda: EMPTY_RESULT)
+    #: txnsq's retained log (``None``: not retained): its settings and,
+    #: per partition, first and next offset, bytes and segments.
+    retention: Optional[Dict[str, Any]] = None
 
     def to_json(self) -> Dict[str, Any]:
-        """Go's ``TopicStats`` JSON, in its field order."""
+        """Go's ``TopicStats`` JSON, in its field order, plus ``retention`` when retained."""
+        found = self._go_json()
+        if self.retention is not None:
+            found["retention"] = self.retention
+        return found
+
+    def _go_json(self) -> Dict[str, Any]:
         return {
             "topic_name": self.topic_name,
             "channels": [c.to_json() for c in self.channels],
@@ -414,7 +423,37 @@ def _topic_stats(topic: Topic, channels: List[ChannelStats]) -> TopicStats:
         message_bytes=topic.message_bytes,
         paused=topic.paused,
         e2e_processing_latency=aggregate(latencies),
+        retention=retention_stats(topic),
     )
+
+
+def retention_stats(topic: Topic) -> Optional[Dict[str, Any]]:
+    """
+    A retained topic's ``retention`` object in ``/stats``: ``bytes_limit``,
+    ``age_ms``, ``log_bytes`` (over every partition) and ``partitions``,
+    each ``{"partition", "first_offset", "next_offset", "bytes",
+    "segments"}``; ``None`` when the topic is not retained.
+    """
+    retention = topic.retention
+    if retention is None:
+        return None
+    settings = retention.settings
+    partitions = [
+        {
+            "partition": number,
+            "first_offset": stats.first_offset,
+            "next_offset": stats.next_offset,
+            "bytes": stats.bytes,
+            "segments": stats.segments,
+        }
+        for number, stats in enumerate(retention.log.stats())
+    ]
+    return {
+        "bytes_limit": settings.bytes,
+        "age_ms": int(round(settings.age * 1000)),
+        "log_bytes": sum(p["bytes"] for p in partitions),
+        "partitions": partitions,
+    }
 
 
 def health(broker: Broker) -> str:
@@ -711,6 +750,27 @@ def to_text(stats: NSQDStats, now: float) -> str:
                 topic.e2e_processing_latency,
             )
         )
+        retained = topic.retention
+        if retained is not None:
+            lines.append(
+                "   retained: log-bytes: %d limit: %d age: %s\n"
+                % (
+                    retained["log_bytes"],
+                    retained["bytes_limit"],
+                    format_duration_ns(retained["age_ms"] * 1000000),
+                )
+            )
+            for part in retained["partitions"]:
+                lines.append(
+                    "      [partition %d] first: %d next: %d bytes: %d segments: %d\n"
+                    % (
+                        part["partition"],
+                        part["first_offset"],
+                        part["next_offset"],
+                        part["bytes"],
+                        part["segments"],
+                    )
+                )
         for channel in topic.channels:
             lines.append(
                 "%s[%-25s] depth: %-5d be-depth: %-5d inflt: %-4d def: %-4d "

@@ -11,6 +11,7 @@ The message is encoded once; every channel shares the same bytes object.
 
 from __future__ import annotations
 
+import struct
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple, Union
 
 from txnsq.nsqd.channel import Channel
@@ -20,11 +21,14 @@ from txnsq.storage.interfaces import IDeferredStore
 
 if TYPE_CHECKING:
     from txnsq.nsqd.broker import Broker
+    from txnsq.nsqd.retention import RetentionSettings, TopicRetention
 
 __all__ = ["PublishError", "Topic"]
 
 #: Held messages moved to the channels per reactor turn.
 HANDOVER_BATCH = 10000
+
+_RAW_ID = struct.Struct(">q").pack
 
 
 class PublishError(Exception):
@@ -50,6 +54,8 @@ class Topic:
     :ivar exiting: the topic was closed or deleted.
     :ivar message_count: messages published to the topic.
     :ivar message_bytes: the total size of their bodies.
+    :ivar retention: the topic's retained log and settings, or ``None``
+        (see :meth:`set_retention` and :mod:`txnsq.nsqd.retention`).
     """
 
     def __init__(self, broker: Broker, name: str) -> None:
@@ -91,6 +97,7 @@ class Topic:
                 self._backlog.append((data, delay_ns / 1e9))
         # A pending call handing held messages over to the channels.
         self._handover: Any = None
+        self.retention: Optional[TopicRetention] = None
 
     def __repr__(self) -> str:
         return "<Topic %s depth=%d channels=%d>" % (
@@ -118,9 +125,11 @@ class Topic:
                 if limit is not None and queue.depth() >= limit:
                     raise PublishError(_full(channel, limit))
             now = self.clock.seconds()
-            data = encode_message(
-                int(now * 1e9), 0, self._guid.new_id(now), body
-            )
+            if self.retention is None:
+                msg_id = self._guid.new_id(now)
+            else:
+                msg_id = self._retain(body, now)
+            data = encode_message(int(now * 1e9), 0, msg_id, body)
             self.message_count += 1
             self.message_bytes += len(body)
             for channel in targets:
@@ -128,9 +137,70 @@ class Topic:
             return
         self._check_held(1)
         now = self.clock.seconds()
-        self._queue.put(encode_message(int(now * 1e9), 0, self._guid.new_id(now), body))
+        if self.retention is None:
+            msg_id = self._guid.new_id(now)
+        else:
+            msg_id = self._retain(body, now)
+        self._queue.put(encode_message(int(now * 1e9), 0, msg_id, body))
         self.message_count += 1
         self.message_bytes += len(body)
+
+    def _retain(self, body: bytes, now: float) -> bytes:
+        """
+        Append one message to the retained log (the next partition in
+        turn); its NSQ message id.
+
+        :raises RetainedWriteError: the log could not be written.
+        """
+        guid = self._guid.new_guid(now)
+        retention = self.retention
+        assert retention is not None
+        retention.append_one(_RAW_ID(guid), body, int(now * 1e9))
+        return b"%016x" % (guid,)
+
+    def publish_record(self, partition: int, flag: int, data: bytes) -> Tuple[bytes, int, int]:
+        """
+        Publish a MetaQ record to ``partition`` of this retained topic: it
+        is appended there as it is, and its payload (``data`` after the
+        attribute when ``flag & 1``) goes to the channels as an NSQ message.
+        Returns ``(8-byte id, partition, offset)``.
+
+        :raises NotRetained: the topic keeps no log.
+        :raises NoSuchPartition: not one of the topic's partitions.
+        :raises ValueError: ``flag & 1`` and the attribute does not fit.
+        :raises PublishError: as :meth:`publish` (``RetainedWriteError``
+            when the log could not be written).
+        """
+        from txnsq.nsqd.retention import NotRetained, payload_of
+
+        retention = self.retention
+        if retention is None:
+            raise NotRetained("topic %s is not retained" % (self.name,))
+        body = payload_of(flag, data)
+        targets = self._targets
+        if targets:
+            for channel in targets:
+                queue = channel._queue
+                if queue.error is not None:
+                    raise PublishError(queue.error)
+                limit = queue.limit
+                if limit is not None and queue.depth() >= limit:
+                    raise PublishError(_full(channel, limit))
+        else:
+            self._check_held(1)
+        now = self.clock.seconds()
+        guid = self._guid.new_guid(now)
+        raw = _RAW_ID(guid)
+        offset = retention.append_to(partition, [(raw, flag, data)], int(now * 1e9))
+        message = encode_message(int(now * 1e9), 0, b"%016x" % (guid,), body)
+        self.message_count += 1
+        self.message_bytes += len(body)
+        if targets:
+            for channel in targets:
+                channel.put(message)
+        else:
+            self._queue.put(message)
+        return raw, partition, offset
 
     def publish_many(self, bodies: List[bytes]) -> None:
         """
@@ -154,8 +224,20 @@ class Topic:
             self._check_held(count)
         now = self.clock.seconds()
         timestamp = int(now * 1e9)
-        new_id = self._guid.new_id
-        messages = [encode_message(timestamp, 0, new_id(now), body) for body in bodies]
+        retention = self.retention
+        if retention is None:
+            new_id = self._guid.new_id
+            messages = [encode_message(timestamp, 0, new_id(now), body) for body in bodies]
+        else:
+            new_guid = self._guid.new_guid
+            guids = [new_guid(now) for _ in bodies]
+            retention.append(
+                [(_RAW_ID(guid), 0, body) for guid, body in zip(guids, bodies)], timestamp
+            )
+            messages = [
+                encode_message(timestamp, 0, b"%016x" % (guid,), body)
+                for guid, body in zip(guids, bodies)
+            ]
         self.message_count += count
         self.message_bytes += sum(map(len, bodies))
         if targets:
@@ -189,7 +271,11 @@ class Topic:
         else:
             self._check_held(1)
         now = self.clock.seconds()
-        data = encode_message(int(now * 1e9), 0, self._guid.new_id(now), body)
+        if self.retention is None:
+            msg_id = self._guid.new_id(now)
+        else:
+            msg_id = self._retain(body, now)
+        data = encode_message(int(now * 1e9), 0, msg_id, body)
         self.message_count += 1
         self.message_bytes += len(body)
         if targets:
@@ -232,6 +318,10 @@ class Topic:
         """
         channel = self.channels.pop(name)
         self._update_targets()
+        if self.retention is not None:
+            rewind = self.retention.rewinds.get(name)
+            if rewind is not None:
+                rewind.stop()
         channel.delete()
         self.broker._channel_deleted(self, channel)
         if not self.channels and self.ephemeral and not self.exiting:
@@ -302,6 +392,8 @@ class Topic:
                 for data, _ in backlog:
                     queue.put(data)
         queue.close()
+        if self.retention is not None:
+            self.retention.close()
 
     def delete(self) -> None:
         """
@@ -319,6 +411,45 @@ class Topic:
             channel.delete()
         self._backlog = []
         self._queue.delete()
+        retention, self.retention = self.retention, None
+        if retention is not None:
+            retention.delete()
+
+    # -- retention -------------------------------------------------------
+
+    def set_retention(self, settings: Optional[RetentionSettings]) -> None:
+        """
+        Keep a retained log with ``settings`` (turning retention on, or
+        changing it: the log is reopened with them), or, with ``None``,
+        stop retaining and remove the log.  The broker persists it.
+
+        :raises ValueError: an ``#ephemeral`` topic, or fewer partitions
+            than the log has (partitions cannot be removed).
+        :raises OSError: the log cannot be opened.
+        """
+        from txnsq.nsqd.retention import TopicRetention
+
+        current = self.retention
+        if settings is None:
+            if current is not None:
+                self.retention = None
+                current.delete()
+                self.broker._topology_changed()
+            return
+        if self.ephemeral:
+            raise ValueError("an ephemeral topic cannot be retained")
+        if current is not None:
+            if settings == current.settings:
+                return
+            if settings.partitions < current.settings.partitions:
+                raise ValueError(
+                    "partitions cannot go from %d to %d"
+                    % (current.settings.partitions, settings.partitions)
+                )
+            current.close()
+            self.retention = None
+        self.retention = TopicRetention(self, settings)
+        self.broker._topology_changed()
 
     # -- internals -------------------------------------------------------
 

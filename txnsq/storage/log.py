@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import bisect
 import os
+import struct
 from array import array
 from itertools import accumulate, repeat
 from operator import add, itemgetter
@@ -346,7 +347,26 @@ class PartitionLog:
         :raises OSError: it could not be written; the log is unchanged.
         :raises struct.error: ``msg_id`` is not 8 bytes.
         """
-        return self.append_many([(msg_id, flag, data)], timestamp_ns)
+        # append_many for one record, without the batch's lists (a PUB's path).
+        if len(msg_id) != 8:
+            raise struct.error("a message id is 8 bytes, not %d" % (len(msg_id),))
+        record = HEADER.pack(len(data), crc32(data) & _MASK, msg_id, flag) + data
+        size = len(record)
+        segment = self._segments[-1]
+        start = segment.size
+        if start and start + size > self._segment_bytes:
+            return self.append_many([(msg_id, flag, data)], timestamp_ns)
+        self._write(record, start)
+        segment.crc = crc32(record, segment.crc)
+        if segment.newest < timestamp_ns:
+            segment.newest = timestamp_ns
+        segment.size = start + size
+        if self._last_entry < 0 or start - self._last_entry >= self._interval:
+            self._index(segment, start)
+        self._after_write(1)
+        if self._retention is not None:
+            self._retention.grew(size)
+        return segment.base + start
 
     def append_many(self, records: Sequence[_Record], timestamp_ns: int) -> int:
         """
@@ -932,8 +952,15 @@ class TopicLog:
         self._next = 0
 
     def append(self, msg_id: bytes, flag: int, data: bytes, timestamp_ns: int) -> Tuple[int, int]:
-        """Append one record to the next partition in turn: ``(partition, offset)``."""
-        return self.append_many([(msg_id, flag, data)], timestamp_ns)
+        """
+        Append one record to the next partition in turn: ``(partition, offset)``.
+
+        :raises OSError: as :meth:`append_many`.
+        """
+        number = self._next
+        offset = self.partitions[number].append(msg_id, flag, data, timestamp_ns)
+        self._next = (number + 1) % len(self.partitions)
+        return number, offset
 
     def append_many(self, records: Sequence[_Record], timestamp_ns: int) -> Tuple[int, int]:
         """

@@ -78,6 +78,17 @@
 
   document.addEventListener("submit", function (event) {
     var form = event.target;
+    if (form.classList && form.classList.contains("rewind")) {
+      event.preventDefault();
+      var name = form.elements.channel.value;
+      var start = form.elements.from.value || "earliest";
+      if (!window.confirm("Rewind channel " + name + " to " + start + "?")) { return; }
+      send("POST", form.getAttribute("data-url") + "/" + encodeURIComponent(name),
+           JSON.stringify({action: "rewind", from: start}))
+        .then(function (message) { say(message || "rewound " + name, !!message); return refresh(); })
+        .catch(function (error) { say(error.message, true); });
+      return;
+    }
     if (!form.classList || !form.classList.contains("create")) { return; }
     event.preventDefault();
     var topic = form.elements.topic.value;
