@@ -57,6 +57,7 @@ from txnsq.protocol.message import decode_message
 __all__ = [
     "CLEAN_EXIT",
     "Consumer",
+    "DeferredReport",
     "FuzzReport",
     "LoadReport",
     "NSQDRunner",
@@ -66,6 +67,7 @@ __all__ = [
     "durable_flags",
     "process_rss_bytes",
     "raise_open_files_limit",
+    "run_deferred_kill",
     "run_fuzz",
     "run_restart_loop",
 ]
@@ -698,6 +700,72 @@ def _subscribe_first(reactor: Any, port: int, topic: str, channel: str) -> Gener
     return response == b"OK"
 
 
+# -- deferred messages and SIGKILL -----------------------------------------
+
+
+@dataclass
+class DeferredReport:
+    """``published`` deferred messages; ``kept`` of them were still held after SIGKILL and a restart."""
+
+    published: int
+    kept: int
+    kill_after: float
+
+
+def _http(method: str, port: int, path: str, body: bytes = b"") -> bytes:
+    """A blocking HTTP request to nsqd (run in a thread)."""
+    import urllib.request
+
+    request = urllib.request.Request(
+        "http://127.0.0.1:%d%s" % (port, path), data=body if method == "POST" else None, method=method
+    )
+    with urllib.request.urlopen(request, timeout=WAIT) as response:
+        data: bytes = response.read()
+        return data
+
+
+def _held(port: int, topic: str) -> int:
+    """Messages a topic's channels hold: queued, in flight and deferred (from /stats)."""
+    import json
+
+    stats = json.loads(_http("GET", port, "/stats?format=json&topic=%s" % (topic,)))
+    held = 0
+    for found in stats.get("topics") or []:
+        if found.get("topic_name") != topic:
+            continue
+        for channel in found.get("channels") or []:
+            held += channel["depth"] + channel["in_flight_count"] + channel["deferred_count"]
+    return held
+
+
+@inlineCallbacks
+def run_deferred_kill(
+    reactor: Any, runner: NSQDRunner, count: int = 20, delay_ms: int = 60000, kill_after: float = 0.5,
+    topic: str = "df",
+) -> Generator[Any, Any, DeferredReport]:
+    """
+    Create ``topic``/``c``, ``POST /pub?topic=...&defer=delay_ms`` ``count``
+    times, SIGKILL nsqd ``kill_after`` seconds later, start it again and
+    count the messages the channel still holds.
+    """
+    yield runner.start()
+    subscribed = yield _subscribe_first(reactor, runner.tcp_port, topic, "c")
+    if not subscribed:
+        raise AssertionError("could not create %s/c\n%s" % (topic, runner.output()))
+    for number in range(count):
+        response = yield threads.deferToThread(
+            _http, "POST", runner.http_port, "/pub?topic=%s&defer=%d" % (topic, delay_ms),
+            b"deferred %d" % (number,),
+        )
+        if response != b"OK":
+            raise AssertionError("POST /pub answered %r" % (response,))
+    yield task.deferLater(reactor, kill_after, lambda: None)
+    yield runner.stop("KILL")
+    yield runner.start()
+    kept = yield threads.deferToThread(_held, runner.http_port, topic)
+    return DeferredReport(count, kept, kill_after)
+
+
 # -- connection storm --------------------------------------------------------
 
 
@@ -727,15 +795,23 @@ def _storm(host: str, port: int, count: int, timeout: float) -> StormReport:
     failures: List[str] = []
     try:
         began = time.monotonic()
+        address = (host, port)
         for _ in range(count):
+            # A plain blocking connect (no name lookup, no timeout, which
+            # would make every connect a non-blocking one and a poll): the
+            # client's cost stays far below nsqd's.
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
             try:
-                sock = socket.create_connection((host, port), timeout=timeout)
+                sock.connect(address)
                 sock.sendall(_MAGIC)
             except OSError as error:
+                sock.close()
                 failures.append("connect %d: %s" % (len(sockets), error))
                 break
             sockets.append(sock)
         connect_seconds = time.monotonic() - began
+        for sock in sockets:
+            sock.settimeout(timeout)
 
         began = time.monotonic()
         answered = 0
@@ -801,6 +877,7 @@ class FuzzReport:
     rss_peak: int
     rss_end: int
     seconds: float
+    answers: Dict[str, int] = field(default_factory=dict)
 
     @property
     def rss_growth(self) -> float:
@@ -809,10 +886,17 @@ class FuzzReport:
 
 
 class _FuzzConnection(Protocol):
-    """Writes its bytes, half-closes, and waits for nsqd to close."""
+    """
+    Writes its bytes, half-closes, and waits for nsqd to close; counts
+    nsqd's answers in ``answers`` by kind (``OK``, ``E_INVALID``,
+    ``message``, ``JSON``, ...) as long as they parse as frames (after a
+    negotiated compression they do not).
+    """
 
-    def __init__(self, data: bytes) -> None:
+    def __init__(self, data: bytes, answers: Dict[str, int]) -> None:
         self.data = data
+        self.answers = answers
+        self.parser: Optional[FrameParser] = FrameParser()
         self.closed: "Deferred[None]" = Deferred()
 
     def connectionMade(self) -> None:
@@ -821,7 +905,22 @@ class _FuzzConnection(Protocol):
         transport.loseWriteConnection()
 
     def dataReceived(self, data: bytes) -> None:
-        pass
+        if self.parser is None:
+            return
+        try:
+            frames = self.parser.feed(data)
+        except ValueError:
+            self.parser = None
+            return
+        answers = self.answers
+        for frame_type, payload in frames:
+            if frame_type == FRAME_TYPE_MESSAGE:
+                kind = "message"
+            elif payload.startswith(b"{"):
+                kind = "JSON"
+            else:
+                kind = payload.split(b" ", 1)[0][:40].decode("latin-1")
+            answers[kind] = answers.get(kind, 0) + 1
 
     def connectionLost(self, reason: Failure = None) -> None:  # type: ignore[assignment]
         if not self.closed.called:
@@ -915,6 +1014,7 @@ def run_fuzz(
     frames = sent_batches = connections = hung = 0
     endpoint = TCP4ClientEndpoint(reactor, "127.0.0.1", runner.tcp_port, timeout=close_timeout)
     queue: Deque[Any] = deque()
+    answers: Dict[str, int] = {}
     reported = 0
     while frames < frames_wanted and runner.current.collector.status is None:
         if not queue:
@@ -925,7 +1025,7 @@ def run_fuzz(
         sessions = []
         for data, count in batch:
             frames += count
-            connection = _FuzzConnection(data)
+            connection = _FuzzConnection(data, answers)
             sessions.append(endpoint.connect(Factory.forProtocol(lambda c=connection: c)))
             sessions[-1].addCallback(lambda _, c=connection: c.closed.addTimeout(close_timeout, reactor))
         connections += len(sessions)
@@ -959,6 +1059,7 @@ def run_fuzz(
         rss_peak=max(rss_peak, rss_end),
         rss_end=rss_end,
         seconds=time.monotonic() - began,
+        answers=answers,
     )
 
 

@@ -164,16 +164,62 @@ def _garbage(draw: Any) -> bytes:
     return b"\n" * draw(st.integers(1, 3))
 
 
+@st.composite
+def _valid(draw: Any) -> bytes:
+    """A well-formed command nsqd accepts (or refuses without closing the connection)."""
+    which = draw(st.integers(0, 9))
+    topic = draw(_valid_topic).encode()
+    if which == 0:
+        return _with_body(b"PUB %s\n" % (topic,), draw(st.binary(min_size=1, max_size=200)))
+    if which == 1:
+        bodies = draw(st.lists(st.binary(min_size=1, max_size=100), min_size=1, max_size=5))
+        payload = _SIZE.pack(len(bodies)) + b"".join(_SIZE.pack(len(body)) + body for body in bodies)
+        return _with_body(b"MPUB %s\n" % (topic,), payload)
+    if which == 2:
+        delay = draw(st.integers(0, 3000))
+        return _with_body(b"DPUB %s %d\n" % (topic, delay), draw(st.binary(min_size=1, max_size=100)))
+    if which == 3:
+        return b"SUB %s %s\n" % (topic, draw(_valid_channel).encode())
+    if which == 4:
+        return b"RDY %d\n" % (draw(st.integers(0, 200)),)
+    if which == 5:
+        verb = draw(st.sampled_from([b"FIN", b"TOUCH"]))
+        return b"%s %s\n" % (verb, draw(st.text("0123456789abcdef", min_size=16, max_size=16)).encode())
+    if which == 6:
+        msg_id = draw(st.text("0123456789abcdef", min_size=16, max_size=16)).encode()
+        return b"REQ %s %d\n" % (msg_id, draw(st.integers(0, 5000)))
+    if which == 7:
+        fields = draw(st.fixed_dictionaries({}, optional={
+            "client_id": st.text(max_size=10),
+            "hostname": st.text(max_size=10),
+            "heartbeat_interval": st.integers(1000, 60000),
+            "feature_negotiation": st.booleans(),
+            "output_buffer_size": st.integers(64, 65536),
+            "output_buffer_timeout": st.integers(1, 1000),
+            "snappy": st.booleans(),
+            "deflate": st.booleans(),
+            "deflate_level": st.integers(1, 9),
+            "sample_rate": st.integers(0, 99),
+            "msg_timeout": st.integers(1000, 60000),
+            "user_agent": st.text(max_size=10),
+        }))
+        return _with_body(b"IDENTIFY\n", json.dumps(fields).encode())
+    if which == 8:
+        return b"NOP\n"
+    return b"CLS\n"
+
+
 def command() -> Any:
-    """A strategy for one V2 command (a "frame" of the fuzz counts), valid or not."""
+    """A strategy for one V2 command (a "frame" of the fuzz counts): well-formed half the time."""
     return st.one_of(
+        _valid(), _valid(), _valid(), _valid(), _valid(), _valid(), _valid(), _valid(), _valid(), _valid(),
         _pub(), _pub(), _mpub(), _dpub(), _sub(), _simple(), _simple(), _identify(),
-        _auth(), _garbage(), _garbage(),
+        _auth(), _garbage(),
     )
 
 
 #: Magics a session may open with: mostly the right one.
-MAGICS = [b"  V2"] * 6 + [b"  V1", b"V2  ", b"", b" ", b"\x00\x00\x00\x00", b"GET / HTTP/1.1\r\n\r\n"]
+MAGICS = [b"  V2"] * 54 + [b"  V1", b"V2  ", b"", b" ", b"\x00\x00\x00\x00", b"GET / HTTP/1.1\r\n\r\n"]
 
 
 def command_pool(size: int, seed_value: int) -> List[bytes]:
