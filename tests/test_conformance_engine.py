@@ -162,6 +162,14 @@ class JSONTests(SynchronousTestCase):
         self.assertIsNotNone(match_json({"a": 1, "b": 2}, {"a": 1}, Bindings()))
         self.assertIsNotNone(match_json({"a": 1}, {"a": 1, "c": 3}, Bindings()))
 
+    def test_extension_keys_after_go_keys(self) -> None:
+        """txnsq's own keys (``txnsq_version``) may follow Go's keys, but not stand among them."""
+        self.assertIsNone(match_json({"version": "1"}, {"version": "1", "txnsq_version": "0.1.0"}, Bindings()))
+        self.assertIsNotNone(match_json({"a": 1, "b": 2}, {"a": 1, "txnsq_version": "0", "b": 2}, Bindings()))
+        self.assertIsNotNone(match_json({"version": "1"}, {"version": "1", "other": "0"}, Bindings()))
+        self.assertIsNone(match_shape({"version": "string"}, {"version": "1", "txnsq_version": "0"}))
+        self.assertIsNotNone(match_shape({"version": "string"}, {"version": "1", "other": "0"}))
+
     def test_int_bool_distinct(self) -> None:
         """1 and true, 0 and false, 0 and null differ."""
         bindings = Bindings()

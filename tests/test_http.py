@@ -19,7 +19,7 @@ from twisted.internet.task import Clock
 from twisted.trial.unittest import SynchronousTestCase
 
 from tests.core_fakes import START, FakeConsumer, RecordingStorage
-from txnsq import __version__
+from txnsq.version import NSQ_VERSION, TXNSQ_VERSION
 from txnsq.nsqd.broker import Broker
 from txnsq.http.routes import allowed_methods, clean_path, redirect_path
 from txnsq.nsqd.http import ROUTES, NSQDHTTPAPI
@@ -216,9 +216,11 @@ class InfoTests(HTTPTestCase):
                 "max_output_buffer_size",
                 "max_output_buffer_timeout",
                 "max_deflate_level",
+                "txnsq_version",
             ],
         )
-        self.assertEqual(info["version"], __version__)
+        self.assertEqual(info["version"], "1.3.0")
+        self.assertEqual(info["txnsq_version"], TXNSQ_VERSION)
         self.assertEqual((info["tcp_port"], info["http_port"]), (4150, 4151))
         self.assertEqual(info["start_time"], int(START) - 10)
         self.assertEqual(info["max_heartbeat_interval"], 60000000000)
@@ -571,7 +573,7 @@ class StatsTests(HTTPTestCase):
         reply = self.get("/stats?include_mem=false")
         self.assertEqual(reply.header("Content-Type"), TEXT)
         self.assertEqual(reply.header("X-NSQ-Content-Type"), NSQ)
-        self.assertTrue(reply.body.startswith(b"nsqd v%s (built w/" % (__version__.encode(),)))
+        self.assertTrue(reply.body.startswith(b"nsqd v%s (built w/" % (NSQ_VERSION.encode(),)))
         self.assertIn(b"uptime 10s\n", reply.body)
         self.assertIn(b"\n   [t              ] depth: 0 ", reply.body)
         self.assertTrue(reply.body.endswith(b"\nProducers: None\n"))

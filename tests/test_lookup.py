@@ -17,7 +17,7 @@ from twisted.python.failure import Failure
 from twisted.trial.unittest import SynchronousTestCase
 
 from tests.core_fakes import FakeConsumer, make_broker, make_options
-from txnsq import __version__
+from txnsq.version import NSQ_VERSION
 from txnsq.nsqd.lookup import LookupService
 from txnsq.nsqd.lookup_channels import ChannelLookupError, TopicChannelsClient
 from txnsq.protocol.lookup_v1 import encode_response
@@ -111,7 +111,7 @@ class RegistrationTests(LookupServiceTestCase):
                 "hostname": "nsqd-host",
                 "http_port": 4151,
                 "tcp_port": 4150,
-                "version": __version__,
+                "version": NSQ_VERSION,
             },
         )
 

@@ -344,3 +344,242 @@ class APIActionTests(SynchronousTestCase):
         )
         self.assertEqual(code, 200)
         self.assertIn("WARNING: POST http://%s/channel/empty" % NSQD_B, doc["message"])
+
+
+class CSRFTests(SynchronousTestCase):
+    """Tests for the cross-site checks of POST, PUT and DELETE."""
+
+    def setUp(self) -> None:
+        self.fake = FakeCluster().standard()
+        self.admin = AdminHarness(self.fake)
+        self.ui = {
+            "Origin": "http://nsqadmin.local",
+            "Sec-Fetch-Site": "same-origin",
+            "X-Requested-With": "nsqadmin",
+        }
+
+    def test_ui_request_acts(self) -> None:
+        """The UI's own request (same origin, X-Requested-With) acts."""
+        code, doc, _ = self.admin.call("POST", "/api/topics/orders", {"action": "pause"}, self.ui)
+        self.assertEqual((code, doc), (200, {"message": ""}))
+        self.assertEqual(len(self.fake.posted()), 2)
+
+    def test_api_client_acts(self) -> None:
+        """A Go-compatible API client (no browser headers) acts without X-Requested-With."""
+        code, _, _ = self.admin.call("POST", "/api/topics", {"topic": "fresh"})
+        self.assertEqual(code, 200)
+        code, _, _ = self.admin.call("DELETE", "/api/topics/orders/billing")
+        self.assertEqual(code, 200)
+
+    def test_cross_site_form_refused(self) -> None:
+        """Another site's form POST is refused 403 CSRF_CROSS_ORIGIN and nothing is sent."""
+        for headers in (
+            {"Origin": "https://evil.example", "Content-Type": "text/plain"},
+            {"Sec-Fetch-Site": "cross-site"},
+            {"Referer": "https://evil.example/x"},
+            dict(self.ui, Origin="https://evil.example"),
+        ):
+            code, doc, raw = self.admin.call(
+                "POST", "/api/topics/orders", {"action": "empty"}, headers
+            )
+            self.assertEqual((code, doc), (403, {"message": "CSRF_CROSS_ORIGIN"}), headers)
+            code, doc, _ = self.admin.call("DELETE", "/api/topics/orders", None, headers)
+            self.assertEqual((code, doc), (403, {"message": "CSRF_CROSS_ORIGIN"}))
+        self.assertEqual(self.fake.posted(), [])
+
+    def test_browser_without_header_refused(self) -> None:
+        """A same-origin browser request without X-Requested-With is 403 CSRF_HEADER_REQUIRED."""
+        headers = {"Origin": "http://nsqadmin.local", "Sec-Fetch-Site": "same-origin"}
+        code, doc, _ = self.admin.call("POST", "/api/topics", {"topic": "t"}, headers)
+        self.assertEqual((code, doc), (403, {"message": "CSRF_HEADER_REQUIRED"}))
+        self.assertEqual(self.fake.posted(), [])
+
+    def test_behind_proxy(self) -> None:
+        """Behind a proxy the browser's Origin may match X-Forwarded-Host instead of Host."""
+        headers = {
+            "Origin": "https://nsq.example.com",
+            "X-Forwarded-Host": "nsq.example.com",
+            "X-Requested-With": "nsqadmin",
+        }
+        code, _, _ = self.admin.call("POST", "/api/topics", {"topic": "t"}, headers)
+        self.assertEqual(code, 200)
+        del headers["X-Forwarded-Host"]
+        code, doc, _ = self.admin.call("POST", "/api/topics", {"topic": "t"}, headers)
+        self.assertEqual((code, doc), (403, {"message": "CSRF_CROSS_ORIGIN"}))
+
+    def test_before_acl(self) -> None:
+        """A forged request is refused before the ACL is consulted, so it reveals nothing."""
+        admin = AdminHarness(self.fake, admin_users=["alice"])
+        headers = {"Origin": "https://evil.example", "X-Forwarded-User": "alice"}
+        code, doc, _ = admin.call("POST", "/api/topics", {"topic": "t"}, headers)
+        self.assertEqual((code, doc), (403, {"message": "CSRF_CROSS_ORIGIN"}))
+
+    def test_reads_unchecked(self) -> None:
+        """GET requests are answered whatever their origin."""
+        code, _, _ = self.admin.call("GET", "/api/topics", None, {"Origin": "https://evil.example"})
+        self.assertEqual(code, 200)
+
+
+class BasePathTests(SynchronousTestCase):
+    """Tests for --base-path."""
+
+    def setUp(self) -> None:
+        self.fake = FakeCluster().standard()
+        self.admin = AdminHarness(self.fake, base_path="/nsq/admin/")
+
+    def test_api_under_prefix(self) -> None:
+        """Every route is served under the base path, and nowhere else."""
+        code, doc, _ = self.admin.call("GET", "/nsq/admin/api/topics")
+        self.assertEqual((code, doc["topics"]), (200, ["orders"]))
+        self.assertEqual(self.admin.call("GET", "/nsq/admin/ping")[::2], (200, b"OK"))
+        for outside in ("/api/topics", "/ping", "/nsq/api/topics", "/nsq/adminx/ping", "/"):
+            self.assertEqual(
+                self.admin.call("GET", outside)[:2], (404, {"message": "NOT_FOUND"}), outside
+            )
+
+    def test_index_and_static(self) -> None:
+        """The base path itself (with or without a slash) is the index; assets are under it."""
+        for path in ("/nsq/admin", "/nsq/admin/"):
+            code, _, raw = self.admin.call("GET", path)
+            self.assertEqual(code, 200)
+            self.assertIn(b'href="/nsq/admin/static/nsqadmin.css"', raw)
+            self.assertIn(b'src="/nsq/admin/static/nsqadmin.js"', raw)
+        self.assertEqual(self.admin.call("GET", "/nsq/admin/static/nsqadmin.js")[0], 200)
+        self.assertEqual(self.admin.call("GET", "/static/nsqadmin.js")[0], 404)
+
+    def test_links_under_prefix(self) -> None:
+        """Every link, action URL and form of a page is under the base path."""
+        admin = AdminHarness(self.fake, base_path="/nsq", admin_users=[])
+        _, _, raw = admin.call("GET", "/nsq/topics/orders")
+        html = raw.decode("utf-8")
+        self.assertIn('data-url="/nsq/api/topics/orders"', html)
+        self.assertIn('href="/nsq/topics/orders/billing"', html)
+        self.assertIn('href="/nsq/nodes"', html)
+        self.assertIn('href="/nsq/"', html)
+        _, _, raw = admin.call("GET", "/nsq/lookup")
+        self.assertIn('data-url="/nsq/api/topics"', raw.decode("utf-8"))
+        for link in ('href="/topics', 'href="/nodes', 'data-url="/api'):
+            self.assertNotIn(link, html)
+
+    def test_error_page_under_prefix(self) -> None:
+        """An error page links back under the base path."""
+        code, _, raw = self.admin.call("GET", "/nsq/admin/topics/nobody-knows")
+        self.assertEqual(code, 404)
+        self.assertIn(b'href="/nsq/admin/topics"', raw)
+
+    def test_redirect_keeps_prefix(self) -> None:
+        """httprouter's trailing-slash redirect points under the base path."""
+        stub = self.admin.stub
+        d = stub.request("GET", "http://nsqadmin.local/nsq/admin/topics/", allow_redirects=False)
+        stub.flush()
+        response = self.successResultOf(d)
+        self.assertEqual(response.code, 301)
+        self.assertEqual(response.headers.getRawHeaders(b"location"), [b"/nsq/admin/topics"])
+
+    def test_actions_under_prefix(self) -> None:
+        """Actions are served under the base path too."""
+        code, _, _ = self.admin.call("POST", "/nsq/admin/api/topics/orders", {"action": "pause"})
+        self.assertEqual(code, 200)
+        self.assertEqual(self.admin.call("POST", "/api/topics/orders", {"action": "pause"})[0], 404)
+
+
+class ConfigTests(SynchronousTestCase):
+    """Tests for GET and PUT /config/:opt."""
+
+    def setUp(self) -> None:
+        self.fake = FakeCluster().standard()
+        self.admin = AdminHarness(self.fake)
+
+    def test_get(self) -> None:
+        """GET answers an option by Go's config name, typed as Go types it (strings as text, as RespondV1)."""
+        cases = {
+            "nsqlookupd_http_addresses": [LOOKUPD],
+            "nsqd_http_addresses": [],
+            "http_client_connect_timeout": 2000000000,
+            "log_level": 2,
+            "base_path": "/",
+            "allow_config_from_cidr": "127.0.0.1/8",
+            "proxy_graphite": False,
+            "admin_users": [],
+            "statsd_prefix": "nsq.%s",
+        }
+        for name, value in cases.items():
+            code, _, raw = self.admin.call("GET", "/config/" + name)
+            got = raw.decode("utf-8") if isinstance(value, str) else json.loads(raw)
+            self.assertEqual((code, got), (200, value), name)
+        for unknown in ("nope", "version", "config", "verbose", "lookupd_http_address"):
+            self.assertEqual(
+                self.admin.call("GET", "/config/" + unknown)[:2],
+                (400, {"message": "INVALID_OPTION"}),
+            )
+
+    def test_put_lookupds(self) -> None:
+        """PUT nsqlookupd_http_addresses changes the lookupds every later question asks."""
+        other = "127.0.0.1:9161"
+        code, _, raw = self.admin.call("PUT", "/config/nsqlookupd_http_addresses", [other])
+        self.assertEqual((code, json.loads(raw)), (200, [other]))
+        self.fake.requests.clear()
+        self.admin.call("GET", "/api/topics")
+        self.assertEqual([url for _, url, _ in self.fake.requests], ["http://%s/topics" % other])
+        self.fake.requests.clear()
+        self.admin.call("POST", "/api/topics", {"topic": "fresh"})
+        self.assertIn("http://%s/topic/create?topic=fresh" % other, self.fake.posted())
+
+    def test_put_log_level(self) -> None:
+        """PUT log_level takes a level name in any case and answers Go's number."""
+        code, _, raw = self.admin.call("PUT", "/config/log_level", b"WARN")
+        self.assertEqual((code, json.loads(raw)), (200, 3))
+        self.assertEqual(self.admin.options.log_level, "warn")
+        self.admin.call("PUT", "/config/log_level", b"info")
+
+    def test_put_refused(self) -> None:
+        """Bad values are 400 INVALID_VALUE, an empty body 413, other options 400 INVALID_OPTION."""
+        cases = [
+            ("log_level", b"loud", 400, "INVALID_VALUE"),
+            ("nsqlookupd_http_addresses", b'"a:1"', 400, "INVALID_VALUE"),
+            ("nsqlookupd_http_addresses", b"", 413, "INVALID_VALUE"),
+            ("nsqlookupd_http_addresses", b"[" + b" " * (1024 * 1024) + b"]", 413, "INVALID_VALUE"),
+            ("base_path", b"/x", 400, "INVALID_OPTION"),
+        ]
+        for name, body, code, text in cases:
+            got = self.admin.call("PUT", "/config/" + name, body)[:2]
+            self.assertEqual(got, (code, {"message": text}), name)
+        self.assertEqual(self.admin.options.nsqlookupd_http_addresses, [LOOKUPD])
+
+    def test_cidr(self) -> None:
+        """Clients outside --allow-config-from-cidr get 403 FORBIDDEN; an empty CIDR allows all."""
+        outside = AdminHarness(self.fake, allow_config_from_cidr="10.0.0.0/8")
+        self.assertEqual(
+            outside.call("GET", "/config/log_level")[:2], (403, {"message": "FORBIDDEN"})
+        )
+        self.assertEqual(
+            outside.call("PUT", "/config/log_level", b"debug")[:2], (403, {"message": "FORBIDDEN"})
+        )
+        self.assertEqual(outside.options.log_level, "info")
+        anyone = AdminHarness(self.fake, allow_config_from_cidr="")
+        self.assertEqual(anyone.call("GET", "/config/log_level")[0], 200)
+
+    def test_config_allowed(self) -> None:
+        """config_allowed matches IPv4, IPv4-mapped IPv6 and IPv6, and refuses a non-IP peer."""
+        from txnsq.nsqadmin.config import config_allowed
+        from txnsq.protocol.http_params import APIError
+
+        config_allowed("127.0.0.1/8", "127.9.9.9")
+        config_allowed("127.0.0.1/8", "::ffff:127.0.0.1")
+        config_allowed("::1/128", "::1")
+        for cidr, host, code in (
+            ("127.0.0.1/8", "10.0.0.1", 403),
+            ("127.0.0.1/8", "::1", 403),
+            ("127.0.0.1/8", None, 400),
+            ("127.0.0.1/8", "/tmp/sock", 400),
+        ):
+            with self.assertRaises(APIError) as caught:
+                config_allowed(cidr, host)
+            self.assertEqual(caught.exception.code, code)
+
+    def test_put_from_browser_checked(self) -> None:
+        """PUT /config is a state-changing request: another site's is refused."""
+        code, doc, _ = self.admin.call(
+            "PUT", "/config/log_level", b"debug", {"Origin": "https://evil.example"}
+        )
+        self.assertEqual((code, doc), (403, {"message": "CSRF_CROSS_ORIGIN"}))

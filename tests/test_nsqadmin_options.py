@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from twisted.application.service import IServiceMaker
 from twisted.plugin import getPlugins
 from twisted.python import usage
@@ -9,7 +11,13 @@ from twisted.trial.unittest import SynchronousTestCase
 
 from txnsq import cli
 from txnsq.nsqadmin import tap
-from txnsq.nsqadmin.options import NSQAdminOptions, nsqadmin_flags, parse_nsqadmin_args
+from txnsq.nsqadmin.options import (
+    NSQAdminOptions,
+    normalize_base_path,
+    nsqadmin_flags,
+    parse_cidr,
+    parse_nsqadmin_args,
+)
 
 
 class OptionsTests(SynchronousTestCase):
@@ -93,17 +101,96 @@ class OptionsTests(SynchronousTestCase):
             str(caught.exception), "use --nsqd-http-address or --lookupd-http-address not both"
         )
 
-    def test_unsupported_refused(self) -> None:
-        """Flags not supported yet are refused by name rather than ignored."""
-        for settings in (
-            {"base_path": "/admin"},
-            {"graphite_url": "http://g"},
-            {"http_client_tls_cert": "c"},
+    def refused(self, **settings: Any) -> str:
+        options = NSQAdminOptions(nsqd_http_addresses=["b:2"], **settings)
+        with self.assertRaises(ValueError) as caught:
+            options.validate()
+        return str(caught.exception)
+
+    def test_graphite_refused(self) -> None:
+        """--graphite-url and --proxy-graphite are refused, saying where the charts come from."""
+        for settings in ({"graphite_url": "http://g"}, {"proxy_graphite": True}):
+            text = self.refused(**settings)
+            self.assertIn("is not supported by txnsq's nsqadmin", text)
+            self.assertIn("--sample-interval", text)
+
+    def test_statsd_refused_unless_default(self) -> None:
+        """A --statsd-* flag set to anything but Go's default is refused, naming why."""
+        for name, value in (
+            ("statsd_prefix", "nsq.x.%s"),
+            ("statsd_counter_format", ""),
+            ("statsd_gauge_format", "g.%s"),
+            ("statsd_interval", 10.0),
         ):
-            options = NSQAdminOptions(nsqd_http_addresses=["b:2"], **settings)  # type: ignore[arg-type]
-            with self.assertRaises(ValueError) as caught:
-                options.validate()
-            self.assertIn("is not supported yet", str(caught.exception))
+            text = self.refused(**{name: value})
+            self.assertTrue(text.startswith("--%s is not supported" % name.replace("_", "-")), text)
+            self.assertIn("graphite", text)
+        options = parse_nsqadmin_args(
+            ["--nsqd-http-address=b:2", "--statsd-prefix=nsq.%s", "--statsd-interval=1m"]
+        )
+        options.validate()
+
+    def test_config_refused(self) -> None:
+        """--config is refused by name."""
+        self.assertIn("--config is not supported", self.refused(config="nsqadmin.cfg"))
+
+    def test_base_path_normalized(self) -> None:
+        """--base-path is cleaned as Go's normalizeBasePath does."""
+        for given, expected in (
+            ("", "/"),
+            ("/", "/"),
+            ("nsq", "/nsq"),
+            ("/nsq/", "/nsq"),
+            ("//a/./b/../c/", "/a/c"),
+        ):
+            options = NSQAdminOptions(nsqd_http_addresses=["b:2"], base_path=given)
+            options.validate()
+            self.assertEqual(options.base_path, expected, given)
+            self.assertEqual(normalize_base_path(given), expected)
+
+    def test_tls_pair_required(self) -> None:
+        """--http-client-tls-cert and --http-client-tls-key go together (Go's texts)."""
+        self.assertEqual(
+            self.refused(http_client_tls_cert="c.pem"),
+            "--http-client-tls-key must be specified with --http-client-tls-cert",
+        )
+        self.assertEqual(
+            self.refused(http_client_tls_key="k.pem"),
+            "--http-client-tls-cert must be specified with --http-client-tls-key",
+        )
+
+    def test_tls_files_read(self) -> None:
+        """An unreadable --http-client-tls-root-ca-file or a bad key pair is refused at once."""
+        missing = self.mktemp()
+        self.assertTrue(
+            self.refused(http_client_tls_root_ca_file=missing).startswith(
+                "failed to read TLS root CA file %s - " % (missing,)
+            )
+        )
+        junk = self.mktemp()
+        with open(junk, "wb") as f:
+            f.write(b"not a certificate")
+        self.assertEqual(
+            self.refused(http_client_tls_root_ca_file=junk),
+            "failed to AppendCertsFromPEM %s" % (junk,),
+        )
+        self.assertTrue(
+            self.refused(http_client_tls_cert=junk, http_client_tls_key=junk).startswith(
+                "failed to LoadX509KeyPair %s, %s - " % (junk, junk)
+            )
+        )
+
+    def test_cidr_parsed(self) -> None:
+        """--allow-config-from-cidr must be a CIDR (Go's text); empty allows every client."""
+        for bad in ("127.0.0.1", "10.0.0.0/33", "10.0.0.0/255.0.0.0", "x/8"):
+            self.assertEqual(
+                self.refused(allow_config_from_cidr=bad),
+                "failed to parse --allow-config-from-cidr (%s) - invalid CIDR address: %s"
+                % (bad, bad),
+            )
+        for good in ("127.0.0.1/8", "::1/128", ""):
+            NSQAdminOptions(nsqd_http_addresses=["b:2"], allow_config_from_cidr=good).validate()
+        self.assertEqual(str(parse_cidr("127.0.0.1/8")), "127.0.0.0/8")
 
     def test_bad_flag(self) -> None:
         """An unknown flag is Go's error."""

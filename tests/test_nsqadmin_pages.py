@@ -57,6 +57,22 @@ class PageTests(SynchronousTestCase):
         self.assertIn('<td class="num depth">24</td>', html)
         self.assertIn('<main id="content">', html)
 
+    def test_pages_not_framable(self) -> None:
+        """Every page, an error page too, forbids framing by another site."""
+        for path in ("/", "/topics/orders/billing", "/topics/nobody"):
+            d = self.admin.stub.request("GET", "http://nsqadmin.local" + path)
+            self.admin.stub.flush()
+            headers = self.successResultOf(d).headers
+            self.assertEqual(headers.getRawHeaders(b"x-frame-options"), [b"DENY"], path)
+            self.assertEqual(
+                headers.getRawHeaders(b"content-security-policy"), [b"frame-ancestors 'none'"]
+            )
+
+    def test_script_sends_csrf_header(self) -> None:
+        """The page script sends X-Requested-With with every action."""
+        _, _, raw = self.admin.call("GET", "/static/nsqadmin.js")
+        self.assertIn(b'"X-Requested-With": "nsqadmin"', raw)
+
     def test_rate_after_two_samples(self) -> None:
         """The message rate shows once two samples are a few seconds apart."""
         self.page("/topics")

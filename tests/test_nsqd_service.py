@@ -16,7 +16,6 @@ from twisted.internet.protocol import Protocol
 from twisted.trial.unittest import SynchronousTestCase, TestCase
 
 from txnsq.nsqd.options import parse_nsqd_args
-from txnsq.cli import version_string
 from txnsq.nsqd.service import NSQDService
 from txnsq.protocol.frames import FrameParser
 from txnsq.protocol.message import decode_message
@@ -98,15 +97,6 @@ class EmbeddedServiceTests(TestCase):
         self.addCleanup(nsqd.stopService)
         with self.assertRaises(Exception):
             yield nsqd.whenListening()
-
-
-class VersionTests(SynchronousTestCase):
-    """The version line."""
-
-    def test_shape(self) -> None:
-        """version_string has Go's shape: 'nsqd vX.Y.Z (built w/...)'."""
-        line = version_string("nsqd")
-        self.assertRegex(line, r"^nsqd v\d+\.\d+\.\d+ \(built w/\S+ \d+\.\d+\.\d+\S*\)$")
 
 
 class StatsdWiringTests(TestCase):

@@ -3,7 +3,7 @@
 from twisted.internet.task import Clock
 from twisted.trial.unittest import SynchronousTestCase
 
-from txnsq import __version__
+from txnsq.version import NSQ_VERSION
 from txnsq.nsqlookupd.core import NSQLookupd
 from txnsq.nsqlookupd.options import NSQLookupdOptions
 from txnsq.nsqlookupd.registration_db import CLIENT, Registration
@@ -19,7 +19,7 @@ class NSQLookupdTests(SynchronousTestCase):
     def test_defaults(self) -> None:
         """No ports until listening; the package version."""
         self.assertEqual((self.lookupd.tcp_port, self.lookupd.http_port), (0, 0))
-        self.assertEqual(self.lookupd.version, __version__)
+        self.assertEqual(self.lookupd.version, NSQ_VERSION)
 
     def test_now(self) -> None:
         """Time is the clock's."""

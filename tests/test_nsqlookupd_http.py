@@ -25,7 +25,7 @@ from zope.interface.verify import verifyObject
 
 from tests.core_fakes import START
 from tests.test_http import JSON, NSQ, TEXT, Reply
-from txnsq import __version__
+from txnsq.version import NSQ_VERSION, TXNSQ_VERSION
 from txnsq.nsqlookupd.core import NSQLookupd
 from txnsq.nsqlookupd.http import (
     GO_ZERO_TIME_UNIX_NANO,
@@ -184,7 +184,10 @@ class StatusTests(LookupdHTTPTestCase):
 
     def test_info(self) -> None:
         """/info gives the version only."""
-        self.assertJSON(self.get("/info"), b'{"version":"%s"}' % (__version__.encode(),))
+        self.assertJSON(
+            self.get("/info"),
+            b'{"version":"1.3.0","txnsq_version":"%s"}' % (TXNSQ_VERSION.encode(),),
+        )
 
 
 class LookupTests(LookupdHTTPTestCase):

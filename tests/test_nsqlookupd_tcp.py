@@ -18,7 +18,7 @@ from twisted.logger import ILogObserver, LogLevel, formatEvent, globalLogPublish
 from twisted.python.failure import Failure
 from twisted.trial.unittest import SynchronousTestCase
 
-from txnsq import __version__
+from txnsq.version import NSQ_VERSION
 from txnsq.nsqlookupd.core import NSQLookupd
 from txnsq.nsqlookupd.options import NSQLookupdOptions
 from txnsq.nsqlookupd.registration_db import CHANNEL, CLIENT, TOPIC, Registration
@@ -205,7 +205,7 @@ class IdentifyTests(ProtocolTestCase):
                 "hostname": "lookup-os-host",
                 "http_port": 4161,
                 "tcp_port": 4160,
-                "version": __version__,
+                "version": NSQ_VERSION,
             },
         )
         self.assertFalse(producer.closed)
@@ -218,7 +218,7 @@ class IdentifyTests(ProtocolTestCase):
             producer.received(),
             reply(
                 b'{"broadcast_address":"lookup-host","hostname":"lookup-os-host",'
-                b'"http_port":4161,"tcp_port":4160,"version":"' + __version__.encode() + b'"}'
+                b'"http_port":4161,"tcp_port":4160,"version":"' + NSQ_VERSION.encode() + b'"}'
             ),
         )
 

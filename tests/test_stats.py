@@ -33,7 +33,7 @@ from tests.integration.conformance import (
     match_template,
     unescape,
 )
-from txnsq import __version__
+from txnsq.version import NSQ_VERSION
 from txnsq.nsqd.broker import Broker
 from txnsq.nsqd.options import NSQDOptions
 from txnsq.nsqd.stats import (
@@ -104,7 +104,7 @@ class StatsTestCase(SynchronousTestCase):
         self.broker = Broker(self.options, self.clock, MemoryStorage())
         self.factory = NSQDFactory(self.broker, self.clock)
         self.start_time = self.clock.seconds()
-        self.bindings = Bindings({"version": __version__})
+        self.bindings = Bindings({"version": NSQ_VERSION})
         self._port = 40000
 
     def connect(self, name: str, *commands: bytes) -> NSQDProtocol:

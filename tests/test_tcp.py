@@ -14,7 +14,7 @@ from twisted.internet.task import Clock
 from twisted.internet.testing import StringTransport
 from twisted.trial.unittest import SynchronousTestCase
 
-from txnsq import __version__
+from txnsq.version import NSQ_VERSION
 from txnsq.nsqd.broker import Broker
 from txnsq.nsqd.options import NSQDOptions
 from txnsq.nsqd.tcp import NSQDFactory, NSQDProtocol
@@ -198,7 +198,7 @@ class IdentifyTests(ProtocolTestCase):
                 "output_buffer_timeout",
             ],
         )
-        self.assertEqual(reply["version"], __version__)
+        self.assertEqual(reply["version"], NSQ_VERSION)
         self.assertEqual(reply["msg_timeout"], 5000)
         self.assertEqual(reply["max_rdy_count"], 2500)
         # Nothing is promised that the server cannot yet do.

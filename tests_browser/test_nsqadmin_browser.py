@@ -2,7 +2,8 @@
 nsqadmin in headless Chromium over a real txnsq cluster: a published topic
 is listed, depths update live without a reload, a channel paused from the
 UI is paused on nsqd, a reader sees no action and a forged POST gets 403,
-and names chosen by clients are shown as text.
+another site's form cannot act for an admin (CSRF), the UI works whole
+under a ``--base-path``, and names chosen by clients are shown as text.
 
 Each test starts nsqlookupd, nsqd and nsqadmin processes on 127.0.0.1
 (:mod:`tests_browser.cluster`) and drives the browser from a thread with
@@ -51,6 +52,9 @@ def screenshot_path(name: str) -> str:
 class BrowserTestCase(TestCase):
     """Starts a cluster per test; runs a browser scenario in a thread."""
 
+    #: More nsqadmin flags for this class's cluster.
+    admin_args: "list[str]" = []
+
     def setUp(self) -> Any:
         # Missing tools fail the test (never skip it): tox -e browser
         # installs both, so their absence is a broken environment.
@@ -60,7 +64,7 @@ class BrowserTestCase(TestCase):
             self.fail("%s is missing (tox -e browser installs it)" % (CHROMIUM,))
         self.cluster = Cluster(
             os.path.abspath(self.mktemp()),
-            ["--admin-user=%s" % (ADMIN,)],
+            ["--admin-user=%s" % (ADMIN,)] + self.admin_args,
             notify_topic="admin_actions",
         )
         os.makedirs(self.cluster.data_path)
@@ -272,6 +276,115 @@ class ActionTests(BrowserTestCase):
             assert cluster.channel_stats("ro", "c")["paused"] is False
 
         return self.in_browser(scenario, user="mallory")
+
+
+class CSRFTests(BrowserTestCase):
+    """Another site cannot make an admin's browser act."""
+
+    def test_cross_site_form_refused(self) -> Any:
+        """A form on another origin POSTing to nsqadmin gets 403 CSRF_CROSS_ORIGIN; nothing is paused."""
+        cluster = self.cluster
+
+        def scenario(context: Any) -> None:
+            cluster.create_channel("guarded", "c")
+            cluster.publish("guarded", 1)
+            target = cluster.admin_url + "/api/topics/guarded/c"
+            # A text/plain form is a "simple" request: no CORS preflight.
+            evil = (
+                '<form id="f" method="POST" enctype="text/plain" action="%s">'
+                '<input name=\'{"action":"pause","x":"\' value=\'"}\'></form>'
+                "<script>document.getElementById('f').submit()</script>" % (target,)
+            )
+            context.route(
+                "http://evil.example/**",
+                lambda route: route.fulfill(status=200, content_type="text/html", body=evil),
+            )
+            page = context.new_page()
+            with page.expect_navigation(url=target) as navigation:
+                page.goto("http://evil.example/attack")
+            response = navigation.value
+            assert response is not None and response.status == 403, response
+            assert json.loads(page.locator("body").inner_text()) == {
+                "message": "CSRF_CROSS_ORIGIN"
+            }
+            assert cluster.channel_stats("guarded", "c")["paused"] is False
+            # A same-origin request without the UI's header is refused too.
+            page.goto(cluster.admin_url + "/topics/guarded/c")
+            status = page.evaluate("""async () => (await fetch('/api/topics/guarded/c', {
+                    method: 'POST', headers: {'Content-Type': 'application/json'},
+                    body: JSON.stringify({action: 'pause'})})).json()""")
+            assert status == {"message": "CSRF_HEADER_REQUIRED"}, status
+            assert cluster.channel_stats("guarded", "c")["paused"] is False
+            # The API without a browser's headers is Go's: it acts.
+            code, _ = http(
+                "POST",
+                target,
+                json.dumps({"action": "pause"}).encode("utf-8"),
+                headers={"X-Forwarded-User": ADMIN},
+            )
+            assert code == 200, code
+            assert cluster.channel_stats("guarded", "c")["paused"] is True
+
+        return self.in_browser(scenario)
+
+
+class BasePathTests(BrowserTestCase):
+    """The whole UI under --base-path, as behind a reverse proxy that keeps the prefix."""
+
+    admin_args = ["--base-path=/nsq/admin"]
+
+    def test_browse_and_act_under_base_path(self) -> Any:
+        """Pages, assets, links, live refresh and actions all stay under the base path."""
+        cluster = self.cluster
+        base = cluster.admin_url + "/nsq/admin"
+
+        def scenario(context: Any) -> None:
+            cluster.create_channel("based", "c")
+            cluster.publish("based", 2)
+            outside = []
+            context.on(
+                "request",
+                lambda request: outside.append(request.url)
+                if request.url.startswith(cluster.admin_url)
+                and not request.url.startswith(base + "/")
+                and request.url != base
+                else None,
+            )
+            page = context.new_page()
+            dialogs = []
+
+            def accept(dialog: Any) -> None:
+                dialogs.append(dialog.message)
+                dialog.accept()
+
+            page.on("dialog", accept)
+            assert page.goto(base).status == 200
+            page.wait_for_selector('tr[data-topic="based"]')
+            page.click('tr[data-topic="based"] a')
+            page.wait_for_url(base + "/topics/based")
+            page.click('tr[data-channel="c"] a')
+            page.wait_for_url(base + "/topics/based/c")
+            page.wait_for_selector("body[data-refreshed]", state="attached")
+            page.click("button.action:has-text('Pause')")
+            page.wait_for_selector("#paused-badge")
+            assert cluster.channel_stats("based", "c")["paused"] is True
+            page.click("button.action:has-text('Delete')")
+            page.wait_for_url(base + "/topics/based")
+            page.goto(base + "/lookup")
+            page.fill("input[name=topic]", "made_under")
+            page.fill("input[name=channel]", "")
+            page.click("form.create button[type=submit]")
+            page.wait_for_selector('a[href="/nsq/admin/topics/made_under"]')
+            page.click("nav a:has-text('Nodes')")
+            page.wait_for_url(base + "/nodes")
+            assert page.evaluate(
+                "() => getComputedStyle(document.body).fontFamily !== ''"
+            ), "stylesheet"
+            assert outside == [], outside
+            assert dialogs[0] == "Pause channel c?", dialogs
+            assert page.goto(cluster.admin_url + "/topics").status == 404
+
+        return self.in_browser(scenario)
 
 
 class EscapingTests(BrowserTestCase):

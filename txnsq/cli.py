@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import copy
 import math
-import platform
 import re
 import sys
 from decimal import Decimal
@@ -50,7 +49,7 @@ from typing import (
     Union,
 )
 
-from txnsq import __version__
+from txnsq.version import version_string
 
 __all__ = [
     "version_string",
@@ -907,12 +906,3 @@ def format_duration(seconds: float) -> str:
     """Render float seconds as Go prints a ``time.Duration`` (``90.0`` -> ``1m30s``)."""
     return format_duration_ns(int(round(seconds * _SECOND)))
 
-
-def version_string(program: str) -> str:
-    """``nsqd v0.1.0 (built w/CPython 3.11.7)``, in the shape of Go's."""
-    return "%s v%s (built w/%s %s)" % (
-        program,
-        __version__,
-        platform.python_implementation(),
-        platform.python_version(),
-    )

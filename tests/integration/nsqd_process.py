@@ -26,6 +26,7 @@ from twisted.trial.unittest import FailTest
 
 __all__ = [
     "ExitStatus",
+    "GNSQ_NSQD_VERSION",
     "NSQDProcess",
     "NSQDStartError",
     "NSQLookupdProcess",
@@ -43,6 +44,10 @@ START_TIMEOUT = 20.0
 #: How long a one-shot command (``--version``) or a signalled nsqd may take
 #: to exit before the test gives up (and kills it).
 EXIT_TIMEOUT = 10.0
+
+#: The pattern gnsq's integration harness requires of ``nsqd --version``
+#: before it starts nsqd (gnsq 1.0.2, ``tests/integration_server.py``).
+GNSQ_NSQD_VERSION = r"^nsqd v\d+\.\d+\.\d+(-\S+)? \(built w/[a-z0-9.-]+\)$"
 
 _LISTENING = re.compile(rb"(TCP|HTTP|HTTPS): listening on (\S+):([0-9]+)")
 

@@ -30,7 +30,7 @@ from twisted.trial.unittest import TestCase
 from twisted.web.client import HTTPConnectionPool
 
 from tests.integration.nsqd_process import ExitStatus, NSQDProcess, NSQLookupdProcess, free_port
-from txnsq import __version__
+from txnsq.version import NSQ_VERSION
 
 #: Seconds between an nsqd's PINGs to each lookupd (Go's lookupLoop
 #: ticker; ``docs/cluster.md``).  REGISTER and UNREGISTER are sent at once,
@@ -355,7 +355,7 @@ class RegistrationTests(ClusterTestCase):
                 (p["broadcast_address"], p["tcp_port"], p["http_port"], p["version"])
                 for p in document["producers"]
             ]
-            self.assertEqual(producers, [("127.0.0.1", first.tcp_port, first.http_port, __version__)])
+            self.assertEqual(producers, [("127.0.0.1", first.tcp_port, first.http_port, NSQ_VERSION)])
 
     @inlineCallbacks
     def test_publish_creates_channels_known_elsewhere(self) -> Generator[Any, Any, None]:

@@ -24,7 +24,7 @@ from tests.integration.conformance import (
     load_fixture,
     replay_case,
 )
-from txnsq import __version__
+from txnsq.version import NSQ_VERSION
 
 FIXTURE = "nsqd_lookup_peer.json"
 
@@ -35,7 +35,7 @@ def start_in_process(flags: List[str]) -> Any:
     from txnsq.testing import start_nsqd
 
     nsqd = yield start_nsqd(args=flags)
-    target = Target(nsqd.host, {"nsqd_tcp": nsqd.tcp_port, "nsqd_http": nsqd.http_port}, __version__)
+    target = Target(nsqd.host, {"nsqd_tcp": nsqd.tcp_port, "nsqd_http": nsqd.http_port}, NSQ_VERSION)
     return target, nsqd.stop
 
 

@@ -26,7 +26,7 @@ from tests.integration.conformance import (
     generated_test_name,
     load_fixture,
 )
-from txnsq import __version__
+from txnsq.version import NSQ_VERSION
 
 FIXTURES = ("lookupd_v1.json", "lookupd_http.json")
 
@@ -57,7 +57,7 @@ def replay_lookupd_case(case: Mapping[str, Any]) -> Any:
             nsqd = yield start_nsqd(args=replay.nsqd_flags())
             stops.append(nsqd.stop)
             ports.update(nsqd_tcp=nsqd.tcp_port, nsqd_http=nsqd.http_port)
-        yield replay.run(Target("127.0.0.1", ports, __version__))
+        yield replay.run(Target("127.0.0.1", ports, NSQ_VERSION))
     finally:
         yield replay.close_connections()
         # nsqd first, so that it leaves a lookupd that is still there.

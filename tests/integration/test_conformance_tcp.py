@@ -21,7 +21,7 @@ from tests.integration.conformance import (
     load_fixture,
     replay_case,
 )
-from txnsq import __version__
+from txnsq.version import NSQ_VERSION
 
 FIXTURE = "tcp_v2.json"
 
@@ -39,7 +39,7 @@ def start_in_process(flags: List[str]) -> Any:
     from txnsq.testing import start_nsqd
 
     nsqd = yield start_nsqd(args=flags)
-    target = Target(nsqd.host, {"nsqd_tcp": nsqd.tcp_port, "nsqd_http": nsqd.http_port}, __version__)
+    target = Target(nsqd.host, {"nsqd_tcp": nsqd.tcp_port, "nsqd_http": nsqd.http_port}, NSQ_VERSION)
     return target, nsqd.stop
 
 

@@ -20,7 +20,7 @@ from twisted.trial.unittest import TestCase
 from tests.integration.nsq_client import Message, NSQClient, connect
 from tests.integration.nsqd_process import ExitStatus, NSQDProcess, run_nsqd
 from tests.integration.test_nsqd_process import LOOPBACK, ProcessStarter
-from txnsq import __version__
+from txnsq.version import NSQ_VERSION
 
 #: Generous bound for anything that should happen "at once".
 WAIT = 30.0
@@ -464,7 +464,7 @@ class DurabilityTests(TestCase):
             b'{"topics":[{"name":"t8","paused":false,"channels":'
             b'[{"name":"a","paused":false},{"name":"b","paused":false}]},'
             b'{"name":"lonely","paused":false,"channels":null}],'
-            b'"version":"' + __version__.encode() + b'"}',
+            b'"version":"' + NSQ_VERSION.encode() + b'"}',
         )
         self.assertEqual(
             [topic["name"] for topic in json.loads(written)["topics"]], ["t8", "lonely"]

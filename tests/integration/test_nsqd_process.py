@@ -23,8 +23,8 @@ from tests.integration.conformance import (
     replay_case,
     select_cases,
 )
-from tests.integration.nsqd_process import ExitStatus, NSQDProcess, free_port, run_nsqd
-from txnsq import __version__
+from tests.integration.nsqd_process import GNSQ_NSQD_VERSION, ExitStatus, NSQDProcess, free_port, run_nsqd
+from txnsq.version import NSQ_VERSION, TXNSQ_VERSION
 
 #: Recorded cases replayed against the process (a sample across the
 #: protocol: errors, negotiation, flags, delivery, redelivery, timers).
@@ -87,7 +87,7 @@ class ProcessStarter:
         self.processes.append(process)
         self.test.addCleanup(self._reap, process)
         yield process.start()
-        target = Target(process.host, {"nsqd_tcp": process.tcp_port, "nsqd_http": process.http_port}, __version__)
+        target = Target(process.host, {"nsqd_tcp": process.tcp_port, "nsqd_http": process.http_port}, NSQ_VERSION)
         return target, lambda: self._stop(process)
 
     @inlineCallbacks
@@ -120,12 +120,19 @@ class NSQDProcessTests(TestCase):
 
     @inlineCallbacks
     def test_version(self) -> Any:
-        """``nsqd --version`` prints ``nsqd v<version> (built w/<impl> <pyversion>)`` and exits 0."""
-        expected = "nsqd v%s (built w/%s %s)\n" % (
-            __version__, platform.python_implementation(), platform.python_version())
+        """``nsqd --version`` prints ``nsqd v1.3.0 (built w/txnsq-<version>-<impl>-<pyversion>)`` and exits 0."""
+        expected = "nsqd v1.3.0 (built w/txnsq-%s-%s-%s)\n" % (
+            TXNSQ_VERSION, platform.python_implementation().lower(), platform.python_version())
         for flag in ("--version", "-version"):
             status, out, err = yield run_nsqd([flag], cwd=self.cwd())
             self.assertEqual((status, out.decode()), (ExitStatus(0, None), expected), err.decode())
+
+    @inlineCallbacks
+    def test_version_matches_gnsq_harness(self) -> Any:
+        """The ``--version`` line matches the pattern gnsq's integration harness requires to start nsqd."""
+        status, out, err = yield run_nsqd(["--version"], cwd=self.cwd())
+        self.assertEqual(status, ExitStatus(0, None), err.decode())
+        self.assertRegex(out.decode().rstrip("\n"), GNSQ_NSQD_VERSION)
 
     @inlineCallbacks
     def test_unknown_flag(self) -> Any:
@@ -169,7 +176,7 @@ class NSQDProcessTests(TestCase):
             {"conn": "c1", "expect_frames": [{"type": 0, "size": 6, "data": "OK"}]},
         ]})
         self.addCleanup(replay.close_connections)
-        yield replay.run(Target(process.host, {"nsqd_tcp": process.tcp_port}, __version__))
+        yield replay.run(Target(process.host, {"nsqd_tcp": process.tcp_port}, NSQ_VERSION))
         status = yield process.stop("TERM", timeout=5.0)
         self.assertEqual(status, ExitStatus(0, None), process.output())
         connection = replay.connections["c1"]
@@ -189,7 +196,7 @@ class NSQDProcessTests(TestCase):
         # TIME_WAIT: the restart then needs SO_REUSEADDR, as with Go.
         replay = CaseReplay(pubsub_case("before_kill"))
         self.addCleanup(replay.close_connections)
-        yield replay.run(Target(first.host, {"nsqd_tcp": first.tcp_port, "nsqd_http": first.http_port}, __version__))
+        yield replay.run(Target(first.host, {"nsqd_tcp": first.tcp_port, "nsqd_http": first.http_port}, NSQ_VERSION))
         status = yield first.stop("KILL")
         self.assertEqual(status.signal, 9)
         yield replay.close_connections()
@@ -200,7 +207,7 @@ class NSQDProcessTests(TestCase):
         self.assertEqual(second.tcp_port, port)
         again = CaseReplay(pubsub_case("after_restart"))
         self.addCleanup(again.close_connections)
-        yield again.run(Target(second.host, {"nsqd_tcp": second.tcp_port, "nsqd_http": second.http_port}, __version__))
+        yield again.run(Target(second.host, {"nsqd_tcp": second.tcp_port, "nsqd_http": second.http_port}, NSQ_VERSION))
         yield again.close_connections()
         status = yield second.stop("TERM")
         self.assertEqual(status, ExitStatus(0, None), second.output())

@@ -24,8 +24,8 @@ from tests.integration.conformance import (
     load_fixture,
     select_cases,
 )
-from tests.integration.nsqd_process import ExitStatus, NSQLookupdProcess, run_nsqlookupd
-from txnsq import __version__
+from tests.integration.nsqd_process import GNSQ_NSQD_VERSION, ExitStatus, NSQLookupdProcess, run_nsqlookupd
+from txnsq.version import NSQ_VERSION, TXNSQ_VERSION
 
 LOOPBACK = ["--tcp-address=127.0.0.1:0", "--http-address=127.0.0.1:0"]
 
@@ -55,7 +55,7 @@ class NSQLookupdProcessTests(TestCase):
         replay = CaseReplay(case)
         self.addCleanup(replay.close_connections)
         target = Target(
-            process.host, {"lookupd_tcp": process.tcp_port, "lookupd_http": process.http_port}, __version__
+            process.host, {"lookupd_tcp": process.tcp_port, "lookupd_http": process.http_port}, NSQ_VERSION
         )
         yield replay.run(target)
         status = yield process.stop("TERM")
@@ -73,12 +73,14 @@ class NSQLookupdProcessTests(TestCase):
     def test_version(self) -> Any:
         """--version prints the version line on standard output and exits 0."""
         status, out, err = yield run_nsqlookupd(["--version"], cwd=self.cwd())
-        expected = "nsqlookupd v%s (built w/%s %s)\n" % (
-            __version__,
-            platform.python_implementation(),
+        expected = "nsqlookupd v1.3.0 (built w/txnsq-%s-%s-%s)\n" % (
+            TXNSQ_VERSION,
+            platform.python_implementation().lower(),
             platform.python_version(),
         )
         self.assertEqual((status, out.decode()), (ExitStatus(0, None), expected), err.decode())
+        # gnsq's harness reads nsqlookupd's line with nsqd's pattern, named for it.
+        self.assertRegex(out.decode().rstrip("\n"), GNSQ_NSQD_VERSION.replace("nsqd", "nsqlookupd"))
 
     @inlineCallbacks
     def test_unknown_flag(self) -> Any:

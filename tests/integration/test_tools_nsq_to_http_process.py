@@ -19,7 +19,7 @@ from twisted.web.resource import Resource
 from twisted.web.server import Request, Site
 
 from tests.integration.test_tools_process import ToolProcess, ended_within, spawn, wait_for
-from txnsq import __version__
+from txnsq.version import NSQ_VERSION
 from txnsq.http_client import GoHTTPClient
 from txnsq.testing import start_nsqd
 
@@ -160,7 +160,7 @@ class NSQToHTTPProcessTests(TestCase):
             [b"/hook?msg=a%26b%3Dc%2Fd&source=nsq", b"/hook?msg=hello+world&source=nsq"],
         )
         self.assertEqual([request.args[b"msg"] for request in seen], [[b"a&b=c/d"], [b"hello world"]])
-        self.assertEqual(seen[0].headers[b"user-agent"], ("nsq_to_http v%s" % (__version__,)).encode())
+        self.assertEqual(seen[0].headers[b"user-agent"], ("nsq_to_http v%s" % (NSQ_VERSION,)).encode())
         self.assertNotIn(b"accept", seen[0].headers)
         yield self.stopped(process)
 

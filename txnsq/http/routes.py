@@ -243,6 +243,13 @@ class GoRouter(APIBase):
         """A reply refusing every request before it is routed, or None."""
         return None
 
+    def _route_path(self, request: IRequest) -> Optional[str]:
+        """
+        The path the routes are matched against (the decoded request path),
+        or None for a path this server does not serve at all (``404``).
+        """
+        return request_path(request)
+
     def _render(self, request: IRequest, route: Route, code: int, data: Any) -> bytes:
         if route.style == "text":
             return self._respond_text(request, code, data)
@@ -259,7 +266,11 @@ class GoRouter(APIBase):
         if refusal is not None:
             return refusal
         method = request.method.decode("latin-1")
-        path = request_path(request)
+        routed = self._route_path(request)
+        if routed is None:
+            self._log_request(request, 404, self._seconds())
+            return self._respond_v1(request, 404, "NOT_FOUND")
+        path = routed
         params = route.match(path) if route is not None and method == route.method else None
         if route is None or params is None:
             # werkzeug and httprouter disagree at the edges (HEAD routed to

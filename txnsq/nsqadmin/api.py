@@ -3,7 +3,8 @@
 nsqadmin's JSON API, answering as Go nsqadmin v1.3's ``/api/*`` does: the
 same routes, JSON shapes, messages (``WARNING: ...`` when some node
 failed) and statuses (``502 UPSTREAM_ERROR: ...`` when none answered,
-``403 FORBIDDEN`` for a user who may not act, ``400`` for a bad body).
+``403 FORBIDDEN`` for a user who may not act, ``400`` for a bad body),
+and Go's ``/config/:opt`` (:mod:`txnsq.nsqadmin.config`).
 """
 
 from __future__ import annotations
@@ -15,9 +16,11 @@ from twisted.internet.defer import Deferred, gatherResults
 from twisted.web.iweb import IRequest
 
 from txnsq.http.routes import go_route
+from txnsq.logging import set_log_level
 from txnsq.nsqadmin.actions import ACTIONS
 from txnsq.nsqadmin.base import ADMIN_APP, ADMIN_ROUTES, AdminBase, warning
 from txnsq.nsqadmin.clusterinfo import Gathered, NodeError, http_address
+from txnsq.nsqadmin.config import MAX_CONFIG_BODY, config_allowed, config_value, set_config_value
 from txnsq.nsqadmin.stats import channel_total, topic_total
 from txnsq.protocol.http_params import APIError
 from txnsq.protocol.names import is_valid_channel_name, is_valid_topic_name
@@ -280,3 +283,33 @@ class APIHandlers(AdminBase):
             return self._warned(errors)
 
         return done.addCallback(notify)
+
+    # -- /config ----------------------------------------------------------------
+
+    def _config(self, request: IRequest, opt: str, put: bool) -> Any:
+        address = request.getClientAddress()
+        config_allowed(self.options.allow_config_from_cidr, getattr(address, "host", None))
+        if put:
+            content = request.content
+            body = b""
+            if content is not None:
+                content.seek(0)
+                body = content.read(MAX_CONFIG_BODY + 1)
+            set_config_value(self.options, opt, body)
+            if opt == "nsqlookupd_http_addresses":
+                # Every question from now on asks these lookupds.
+                self.lookupds[:] = self.options.nsqlookupd_http_addresses
+                self.actions.lookupds[:] = self.options.nsqlookupd_http_addresses
+            elif opt == "log_level":
+                set_log_level(self.options.log_level)
+        return config_value(self.options, opt)
+
+    @go_route(ADMIN_APP, "GET", "/config/:opt", routes=ADMIN_ROUTES)
+    def config_get(self, request: IRequest, opt: str) -> Any:
+        """An option's value by Go's config name (clients in --allow-config-from-cidr)."""
+        return self._config(request, opt, False)
+
+    @go_route(ADMIN_APP, "PUT", "/config/:opt", routes=ADMIN_ROUTES)
+    def config_put(self, request: IRequest, opt: str) -> Any:
+        """Change ``nsqlookupd_http_addresses`` (a JSON list) or ``log_level``."""
+        return self._config(request, opt, True)

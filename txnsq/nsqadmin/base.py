@@ -4,6 +4,12 @@ What nsqadmin's API handlers and page handlers share: the Klein app and
 route table, asynchronous dispatch in Go's reply styles (plus ``html``
 for pages), the settings, and the gathering of cluster stats (which also
 feeds the :class:`~txnsq.nsqadmin.history.History`).
+
+With ``--base-path /nsq`` every route is served under ``/nsq`` (``/nsq``
+and ``/nsq/`` are the index), as Go registers each route at
+``path.Join(basePath, route)``; anything else is ``404 NOT_FOUND`` and
+redirects keep the prefix.  A state-changing request passes the
+cross-site checks of :mod:`txnsq.nsqadmin.guard` before its handler runs.
 """
 
 from __future__ import annotations
@@ -19,12 +25,13 @@ from twisted.web.iweb import IRequest
 from werkzeug.exceptions import HTTPException
 
 from txnsq.http.api import HTML_CONTENT_TYPE
-from txnsq.http.routes import GoRouter, Route
+from txnsq.http.routes import GoRouter, Route, request_path
 from txnsq.nsqadmin.actions import ClusterActions, is_admin
 from txnsq.nsqadmin.clusterinfo import ClusterInfo, ClusterUnavailable, Gathered, NodeError
+from txnsq.nsqadmin.guard import CSRF_HEADER, STATE_CHANGING, csrf_refusal
 from txnsq.nsqadmin.history import History
 from txnsq.nsqadmin.notify import Notifier
-from txnsq.nsqadmin.options import NSQAdminOptions
+from txnsq.nsqadmin.options import NSQAdminOptions, normalize_base_path
 from txnsq.nsqadmin.stats import topic_totals
 from txnsq.nsqadmin.views import error_page, total_depth
 from txnsq.protocol.http_params import APIError
@@ -82,9 +89,73 @@ class AdminBase(GoRouter):
         self.actions = ClusterActions(cluster, self.lookupds, self.nsqds)
         self.notifier = notifier
         self.history = history if history is not None else History(clock)
+        base = normalize_base_path(options.base_path)
+        #: The URL prefix of every route ('' when served at the root).
+        self.base = "" if base == "/" else base
 
     def _seconds(self) -> float:
         return self.clock.seconds()
+
+    def link(self, path: str) -> str:
+        """``path`` (rooted, as the routes are written) as a URL under the base path."""
+        return self.base + path
+
+    # -- the base path ------------------------------------------------------------
+
+    def _route_path(self, request: IRequest) -> Optional[str]:
+        """The path under ``--base-path``; None (404) for one outside it."""
+        path = request_path(request)
+        if not self.base:
+            return path
+        if path in (self.base, self.base + "/"):
+            return "/"
+        if path.startswith(self.base + "/"):
+            return path[len(self.base) :]
+        return None
+
+    def _redirect(self, request: IRequest, method: str, path: str) -> bytes:
+        """httprouter's redirect, to the path under the base path."""
+        return GoRouter._redirect(self, request, method, self.link(path))
+
+    # -- cross-site request forgery -------------------------------------------------
+
+    def _own_hosts(self, request: IRequest) -> List[str]:
+        """The names this nsqadmin answers to: ``Host`` and a proxy's ``X-Forwarded-Host``."""
+        hosts = []
+        host = request.getHeader(b"host")
+        if host:
+            hosts.append(host.decode("latin-1"))
+        for forwarded in request.requestHeaders.getRawHeaders(b"x-forwarded-host", []):
+            hosts.extend(part.strip() for part in forwarded.decode("latin-1").split(","))
+        return hosts
+
+    def check_csrf(self, request: IRequest) -> None:
+        """
+        :raises APIError: ``403 CSRF_CROSS_ORIGIN`` or ``403
+            CSRF_HEADER_REQUIRED`` for a state-changing request a browser
+            may have been tricked into sending (:func:`~txnsq.nsqadmin.guard.csrf_refusal`).
+        """
+
+        def header(name: bytes) -> Optional[str]:
+            value = request.getHeader(name)
+            return None if value is None else value.decode("latin-1")
+
+        refusal = csrf_refusal(
+            request.method.decode("latin-1"),
+            header(b"origin"),
+            header(b"referer"),
+            header(b"sec-fetch-site"),
+            header(CSRF_HEADER.lower().encode("ascii")),
+            self._own_hosts(request),
+        )
+        if refusal is not None:
+            self._log.warn(
+                "refused {method} {path}: {refusal}",
+                method=request.method.decode("latin-1"),
+                path=request_path(request),
+                refusal=refusal,
+            )
+            raise APIError(403, refusal)
 
     @ADMIN_APP.handle_errors(HTTPException)
     def _unrouted(self, request: IRequest, failure: Failure) -> Any:
@@ -98,9 +169,13 @@ class AdminBase(GoRouter):
             if code != 200:
                 detail = data.detail if isinstance(data, PageError) else ""
                 title = data.text if isinstance(data, APIError) else str(data)
-                data = error_page(code, title, detail)
+                data = error_page(code, title, detail, self.base)
             body = data.encode("utf-8") if isinstance(data, str) else data
             request.setHeader(b"Cache-Control", b"no-store")
+            # No page of nsqadmin may be framed by another site (clickjacking
+            # its action buttons).
+            request.setHeader(b"X-Frame-Options", b"DENY")
+            request.setHeader(b"Content-Security-Policy", b"frame-ancestors 'none'")
             return self._reply(request, code, body, HTML_CONTENT_TYPE)
         return GoRouter._render(self, request, route, code, data)
 
@@ -110,8 +185,15 @@ class AdminBase(GoRouter):
         """
         Run the route's handler, which may return a Deferred, and render its
         result; a page's error is an error page, an unreachable cluster 502.
+        A state-changing route is refused first if it may be a forgery.
         """
-        done: Deferred[Any] = maybeDeferred(route.handler, self, request, **params)
+
+        def run() -> Any:
+            if route.method in STATE_CHANGING:
+                self.check_csrf(request)
+            return route.handler(self, request, **params)
+
+        done: Deferred[Any] = maybeDeferred(run)
 
         def ok(data: Any) -> bytes:
             if route.logged:

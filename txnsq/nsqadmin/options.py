@@ -6,15 +6,18 @@ nsqadmin's settings, with Go nsqadmin v1.3's flags, defaults and help texts.
 float seconds.  ``--lookupd-http-address`` is ``nsqlookupd_http_addresses``
 and ``--nsqd-http-address`` is ``nsqd_http_addresses`` (Go's field names).
 
-Not supported yet, and refused when set: ``--base-path`` other than ``/``,
-``--graphite-url`` and ``--proxy-graphite``, the ``--http-client-tls-*``
-flags and ``--config``.  ``--allow-config-from-cidr`` and the ``--statsd-*``
-flags are accepted and have no effect (there is no ``/config`` endpoint and
-no graphite).
+Not supported, and refused when set: ``--graphite-url`` and
+``--proxy-graphite`` (the charts are drawn from nsqadmin's own samples,
+``--sample-interval``), the ``--statsd-*`` flags set to anything but Go's
+defaults (Go nsqadmin uses them only to name the graphite keys of those
+charts) and ``--config``.  ``--base-path`` is normalized as Go does
+(``nsq/`` is ``/nsq``).
 """
 
 from __future__ import annotations
 
+import ipaddress
+import posixpath
 from dataclasses import dataclass, field
 from typing import List, Optional, Sequence
 
@@ -25,10 +28,52 @@ from txnsq.nsqd.options import check_listen_address
 
 __all__ = [
     "NSQAdminOptions",
+    "normalize_base_path",
+    "parse_cidr",
     "nsqadmin_flags",
     "parse_nsqadmin_args",
     "parse_nsqadmin_args_or_exit",
 ]
+
+
+#: The ``--statsd-*`` defaults (Go's), the only values accepted.
+_STATSD_DEFAULTS = {
+    "statsd_counter_format": "stats.counters.%s.count",
+    "statsd_gauge_format": "stats.gauges.%s",
+    "statsd_prefix": "nsq.%s",
+    "statsd_interval": 60.0,
+}
+
+
+def normalize_base_path(path: str) -> str:
+    """Go's ``normalizeBasePath``: ``/`` for empty, a leading slash added, then cleaned."""
+    if not path:
+        return "/"
+    if not path.startswith("/"):
+        path = "/" + path
+    cleaned = posixpath.normpath(path)
+    # posixpath keeps a leading "//" (POSIX allows it); Go's path.Clean does not.
+    return "/" + cleaned.lstrip("/")
+
+
+def parse_cidr(text: str) -> "ipaddress.IPv4Network | ipaddress.IPv6Network":
+    """
+    ``--allow-config-from-cidr`` as Go's ``net.ParseCIDR`` reads it: an
+    address and a prefix length, host bits allowed (``127.0.0.1/8``).
+
+    :raises ValueError: Go's message, naming the flag.
+    """
+    try:
+        _, slash, bits = text.partition("/")
+        # Go takes a decimal prefix length only (no netmask form).
+        if not slash or not bits.isdigit() or not bits.isascii():
+            raise ValueError(text)
+        return ipaddress.ip_network(text, strict=False)
+    except ValueError:
+        raise ValueError(
+            "failed to parse --allow-config-from-cidr (%s) - invalid CIDR address: %s"
+            % (text, text)
+        )
 
 
 @dataclass
@@ -86,19 +131,43 @@ class NSQAdminOptions:
             or self.notification_http_endpoint.startswith("https://")
         ):
             raise ValueError("--notification-http-endpoint must be a fully qualified http(s) URL")
-        unsupported = [
-            ("config", self.config != ""),
-            ("base-path", self.base_path not in ("", "/")),
+        if self.http_client_tls_cert and not self.http_client_tls_key:
+            raise ValueError("--http-client-tls-key must be specified with --http-client-tls-cert")
+        if self.http_client_tls_key and not self.http_client_tls_cert:
+            raise ValueError("--http-client-tls-cert must be specified with --http-client-tls-key")
+        if self.http_client_tls_root_ca_file or self.http_client_tls_cert:
+            from txnsq.nsqadmin.http_client import ClientTLSPolicy
+
+            # Read the files now, as Go's nsqadmin.New does: a bad one is
+            # refused before anything listens.
+            ClientTLSPolicy(
+                self.http_client_tls_root_ca_file,
+                self.http_client_tls_cert,
+                self.http_client_tls_key,
+                self.http_client_tls_insecure_skip_verify,
+            )
+        if self.allow_config_from_cidr:
+            parse_cidr(self.allow_config_from_cidr)
+        self.base_path = normalize_base_path(self.base_path)
+        if self.config:
+            raise ValueError("--config is not supported by txnsq's nsqadmin (give the flags)")
+        for flag, given in (
             ("graphite-url", self.graphite_url != ""),
             ("proxy-graphite", self.proxy_graphite),
-            ("http-client-tls-cert", self.http_client_tls_cert != ""),
-            ("http-client-tls-key", self.http_client_tls_key != ""),
-            ("http-client-tls-root-ca-file", self.http_client_tls_root_ca_file != ""),
-            ("http-client-tls-insecure-skip-verify", self.http_client_tls_insecure_skip_verify),
-        ]
-        for flag, given in unsupported:
+        ):
             if given:
-                raise ValueError("--%s is not supported yet by txnsq's nsqadmin" % (flag,))
+                raise ValueError(
+                    "--%s is not supported by txnsq's nsqadmin: it draws its charts from "
+                    "its own samples (--sample-interval), not from graphite" % (flag,)
+                )
+        for name, default in _STATSD_DEFAULTS.items():
+            if getattr(self, name) != default:
+                raise ValueError(
+                    "--%s is not supported by txnsq's nsqadmin: Go nsqadmin uses it only to "
+                    "name the graphite keys of --graphite-url charts, which txnsq's nsqadmin "
+                    "does not draw (its charts come from --sample-interval)"
+                    % (name.replace("_", "-"),)
+                )
 
 
 def nsqadmin_flags(defaults: Optional[NSQAdminOptions] = None) -> List[Flag]:

@@ -53,7 +53,11 @@ class PageHandlers(AdminBase):
 
     def _page(self, request: IRequest) -> views.Page:
         return views.Page(
-            self.is_admin(request), self.history, self.clock.seconds(), bool(self.lookupds)
+            self.is_admin(request),
+            self.history,
+            self.clock.seconds(),
+            bool(self.lookupds),
+            self.base,
         )
 
     def _topics(self, request: IRequest) -> "Deferred[str]":

@@ -49,13 +49,26 @@ class NSQAdminService(MultiService):
             reactor = global_reactor
         from txnsq.nsqadmin.app import NSQAdminApp
         from txnsq.nsqadmin.clusterinfo import ClusterInfo
-        from txnsq.nsqadmin.http_client import TimedRequester, treq_send
+        from txnsq.nsqadmin.http_client import ClientTLSPolicy, TimedRequester, treq_send
         from txnsq.nsqadmin.notify import Notifier
 
         self.options = options
         self.reactor = reactor
+        # Reads the --http-client-tls-* files now: a bad one stops the start,
+        # as it stops Go's nsqadmin.New.
+        tls_policy = ClientTLSPolicy(
+            options.http_client_tls_root_ca_file,
+            options.http_client_tls_cert,
+            options.http_client_tls_key,
+            options.http_client_tls_insecure_skip_verify,
+        )
+        from twisted.web.client import HTTPConnectionPool
+
+        #: The idle connections to the nodes, closed when the service stops.
+        self.pool = HTTPConnectionPool(reactor, persistent=True)
+        self.pool.maxPersistentPerHost = 2
         requester = TimedRequester(
-            treq_send(reactor, options.http_client_connect_timeout),
+            treq_send(reactor, options.http_client_connect_timeout, tls_policy, self.pool),
             reactor,
             options.http_client_request_timeout,
         )
@@ -108,10 +121,12 @@ class NSQAdminService(MultiService):
         return self.http_listener.whenListening()
 
     def stopService(self) -> "Deferred[None]":
-        """Stop sampling and listening."""
+        """Stop sampling and listening, and close the idle connections to the nodes."""
         if self.sampler is not None and self.sampler.running:
             self.sampler.stop()
-        return maybeDeferred(MultiService.stopService, self)  # type: ignore[return-value]
+        stopped: Deferred[Any] = maybeDeferred(MultiService.stopService, self)
+        closed = stopped.addCallback(lambda _: self.pool.closeCachedConnections())
+        return closed  # type: ignore[no-any-return]
 
 
 def main(argv: Optional[Sequence[str]] = None) -> None:

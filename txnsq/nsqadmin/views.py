@@ -41,11 +41,19 @@ REFRESH_MS = 2000
 class Page:
     """What every page needs besides its data: who looks, and the charts' history."""
 
-    def __init__(self, admin: bool, history: Any, now: float, lookupd_mode: bool) -> None:
+    def __init__(
+        self, admin: bool, history: Any, now: float, lookupd_mode: bool, base: str = ""
+    ) -> None:
         self.admin = admin
         self.history = history
         self.now = now
         self.lookupd_mode = lookupd_mode
+        #: ``--base-path`` ('' at the root): every URL of the page starts with it.
+        self.base = base
+
+    def path(self, *parts: str) -> str:
+        """The URL of ``/part/part...`` (each escaped) under the base path."""
+        return self.base + _path(*parts)
 
 
 def _path(*parts: str) -> str:
@@ -64,16 +72,18 @@ def _rate(value: Optional[float]) -> str:
     return "–" if value is None else "%.1f/s" % (value,)
 
 
-def layout(title: str, body: Any, crumbs: Sequence[Any] = (), refresh: bool = True) -> str:
-    """A whole page: navigation, ``#content`` and the script."""
+def layout(
+    title: str, body: Any, crumbs: Sequence[Any] = (), refresh: bool = True, base: str = ""
+) -> str:
+    """A whole page: navigation, ``#content`` and the script; every URL under ``base``."""
     nav = el(
         "nav",
         {"class_": "top"},
-        el("a", {"href": "/", "class_": "brand"}, "nsqadmin"),
-        el("a", {"href": "/topics"}, "Topics"),
-        el("a", {"href": "/nodes"}, "Nodes"),
-        el("a", {"href": "/counter"}, "Counter"),
-        el("a", {"href": "/lookup"}, "Lookup"),
+        el("a", {"href": base + "/", "class_": "brand"}, "nsqadmin"),
+        el("a", {"href": base + "/topics"}, "Topics"),
+        el("a", {"href": base + "/nodes"}, "Nodes"),
+        el("a", {"href": base + "/counter"}, "Counter"),
+        el("a", {"href": base + "/lookup"}, "Lookup"),
     )
     trail = None
     if crumbs:
@@ -92,8 +102,8 @@ def layout(title: str, body: Any, crumbs: Sequence[Any] = (), refresh: bool = Tr
             el("meta", {"charset": "utf-8"}),
             el("meta", {"name": "viewport", "content": "width=device-width, initial-scale=1"}),
             el("title", None, title + " · nsqadmin"),
-            el("link", {"rel": "stylesheet", "href": "/static/nsqadmin.css"}),
-            el("script", {"src": "/static/nsqadmin.js", "defer": True}),
+            el("link", {"rel": "stylesheet", "href": base + "/static/nsqadmin.css"}),
+            el("script", {"src": base + "/static/nsqadmin.js", "defer": True}),
         ),
         el(
             "body",
@@ -337,7 +347,7 @@ def topics_page(
     rows = []
     for name in names:
         total = totals.get(name)
-        link = el("a", {"href": _path("topics", name)}, name)
+        link = el("a", {"href": page.path("topics", name)}, name)
         if total is None:
             rows.append(
                 el(
@@ -370,16 +380,16 @@ def topics_page(
         warnings(errors),
         _table_or(headers, rows, "topics", "No topics yet."),
     )
-    return layout("Topics", body)
+    return layout("Topics", body, base=page.base)
 
 
-def _node_cell(node: str) -> Safe:
-    return el("a", {"href": _path("nodes", node)}, node)
+def _node_cell(page: Page, node: str) -> Safe:
+    return el("a", {"href": page.path("nodes", node)}, node)
 
 
 def topic_page(page: Page, topic: str, total: Dict[str, Any], errors: Sequence[NodeError]) -> str:
     """One topic: actions, charts, a row per nsqd, a row per channel."""
-    api = _path("api", "topics", topic)
+    api = page.path("api", "topics", topic)
     delete = "Delete topic %s and all its channels?" % topic
     actions = _actions(page, api, "topic", topic, total["paused"], delete)
     node_rows = []
@@ -389,7 +399,7 @@ def topic_page(page: Page, topic: str, total: Dict[str, Any], errors: Sequence[N
             tombstone = button(
                 "Tombstone",
                 "DELETE",
-                _path("api", "nodes", node["node"]),
+                page.path("api", "nodes", node["node"]),
                 {"topic": topic},
                 "Tombstone %s for topic %s?" % (node["node"], topic),
             )
@@ -400,7 +410,7 @@ def topic_page(page: Page, topic: str, total: Dict[str, Any], errors: Sequence[N
                 el(
                     "td",
                     None,
-                    _node_cell(node["node"]),
+                    _node_cell(page, node["node"]),
                     " ",
                     el("span", {"class_": "muted"}, node["hostname"]),
                 ),
@@ -422,7 +432,7 @@ def topic_page(page: Page, topic: str, total: Dict[str, Any], errors: Sequence[N
                 el(
                     "td",
                     None,
-                    el("a", {"href": _path("topics", topic, name)}, name),
+                    el("a", {"href": page.path("topics", topic, name)}, name),
                     _paused_badge(channel["paused"]),
                 ),
                 *_queue_cells(page, key, channel["depth"], channel),
@@ -444,7 +454,8 @@ def topic_page(page: Page, topic: str, total: Dict[str, Any], errors: Sequence[N
         el("h2", None, "Channels"),
         _table_or(["Channel", *_QUEUE_COLUMNS], channel_rows, "channels", "No channels."),
     )
-    return layout("Topic " + topic, body, [el("a", {"href": "/topics"}, "Topics"), topic])
+    crumbs = [el("a", {"href": page.path("topics")}, "Topics"), topic]
+    return layout("Topic " + topic, body, crumbs, base=page.base)
 
 
 def _attributes(client: Dict[str, Any]) -> List[Safe]:
@@ -476,14 +487,14 @@ def channel_page(
     page: Page, topic: str, channel: str, total: Dict[str, Any], errors: Sequence[NodeError]
 ) -> str:
     """One channel: actions, charts, a row per nsqd and every client."""
-    api = _path("api", "topics", topic, channel)
+    api = page.path("api", "topics", topic, channel)
     delete = "Delete channel %s?" % channel
     actions = _actions(page, api, "channel", channel, total["paused"], delete)
     node_rows = [
         el(
             "tr",
             {"data_node": node["node"]},
-            el("td", None, _node_cell(node["node"])),
+            el("td", None, _node_cell(page, node["node"])),
             el("td", {"class_": "num depth"}, _num(node["depth"])),
             *_num_cells(node, _QUEUE_COUNTS),
             el("td", {"class_": "paused-state"}, "paused" if node["paused"] else ""),
@@ -508,7 +519,7 @@ def channel_page(
                 str(c.get("user_agent", "")),
             ),
             el("td", None, _attributes(c)),
-            el("td", None, _node_cell(str(c.get("node", "")))),
+            el("td", None, _node_cell(page, str(c.get("node", "")))),
             *_num_cells(c, _CLIENT_COUNTS, 0),
             el("td", None, _since(c.get("connect_ts"), page.now)),
         )
@@ -554,11 +565,11 @@ def channel_page(
         ),
     )
     crumbs = [
-        el("a", {"href": "/topics"}, "Topics"),
-        el("a", {"href": _path("topics", topic)}, topic),
+        el("a", {"href": page.path("topics")}, "Topics"),
+        el("a", {"href": page.path("topics", topic)}, topic),
         channel,
     ]
-    return layout("Channel %s/%s" % (topic, channel), body, crumbs)
+    return layout("Channel %s/%s" % (topic, channel), body, crumbs, base=page.base)
 
 
 def nodes_page(page: Page, producers: Sequence[Dict[str, Any]], errors: Sequence[NodeError]) -> str:
@@ -568,7 +579,7 @@ def nodes_page(page: Page, producers: Sequence[Dict[str, Any]], errors: Sequence
             "tr",
             {"data_node": http_address(p)},
             el("td", None, p["hostname"]),
-            el("td", None, _node_cell(http_address(p))),
+            el("td", None, _node_cell(page, http_address(p))),
             el("td", {"class_": "num"}, p["tcp_port"]),
             el(
                 "td",
@@ -593,7 +604,7 @@ def nodes_page(page: Page, producers: Sequence[Dict[str, Any]], errors: Sequence
                         el(
                             "a",
                             {
-                                "href": _path("topics", t["topic"]),
+                                "href": page.path("topics", t["topic"]),
                                 "class_": "tombstoned" if t["tombstoned"] else None,
                             },
                             t["topic"],
@@ -616,7 +627,7 @@ def nodes_page(page: Page, producers: Sequence[Dict[str, Any]], errors: Sequence
             "No nsqd known.",
         ),
     )
-    return layout("Nodes", body)
+    return layout("Nodes", body, base=page.base)
 
 
 def node_page(
@@ -632,7 +643,11 @@ def node_page(
                 el(
                     "td",
                     None,
-                    el("a", {"href": _path("topics", topic["topic_name"])}, topic["topic_name"]),
+                    el(
+                        "a",
+                        {"href": page.path("topics", topic["topic_name"])},
+                        topic["topic_name"],
+                    ),
                 ),
                 el("td", None, ""),
                 *_num_cells(topic, ("depth", "message_count")),
@@ -650,7 +665,11 @@ def node_page(
                         None,
                         el(
                             "a",
-                            {"href": _path("topics", topic["topic_name"], channel["channel_name"])},
+                            {
+                                "href": page.path(
+                                    "topics", topic["topic_name"], channel["channel_name"]
+                                )
+                            },
                             channel["channel_name"],
                         ),
                     ),
@@ -662,7 +681,8 @@ def node_page(
         warnings(errors),
         _table_or(["Topic", "Channel", "Depth", "Messages", "Clients"], rows, "node", "No topics."),
     )
-    return layout("Node " + node, body, [el("a", {"href": "/nodes"}, "Nodes"), node])
+    crumbs = [el("a", {"href": page.path("nodes")}, "Nodes"), node]
+    return layout("Node " + node, body, crumbs, base=page.base)
 
 
 def counter_page(page: Page, total: int, errors: Sequence[NodeError]) -> str:
@@ -672,7 +692,7 @@ def counter_page(page: Page, total: int, errors: Sequence[NodeError]) -> str:
         warnings(errors),
         el("p", {"class_": "counter", "id": "counter"}, _num(total)),
     )
-    return layout("Counter", body)
+    return layout("Counter", body, base=page.base)
 
 
 def lookup_page(page: Page, topics: Dict[str, List[str]], errors: Sequence[NodeError]) -> str:
@@ -686,18 +706,18 @@ def lookup_page(page: Page, topics: Dict[str, List[str]], errors: Sequence[NodeE
                 "nsqadmin was started with --nsqd-http-address: there is no nsqlookupd to show.",
             ),
         )
-        return layout("Lookup", body)
+        return layout("Lookup", body, base=page.base)
     items = [
         el(
             "li",
             None,
-            el("a", {"href": _path("topics", name)}, name),
+            el("a", {"href": page.path("topics", name)}, name),
             (
                 el(
                     "ul",
                     None,
                     [
-                        el("li", None, el("a", {"href": _path("topics", name, c)}, c))
+                        el("li", None, el("a", {"href": page.path("topics", name, c)}, c))
                         for c in channels
                     ],
                 )
@@ -713,9 +733,9 @@ def lookup_page(page: Page, topics: Dict[str, List[str]], errors: Sequence[NodeE
             "form",
             {
                 "class_": "create",
-                "data_url": "/api/topics",
+                "data_url": page.path("api", "topics"),
                 "method": "post",
-                "action": "/api/topics",
+                "action": page.path("api", "topics"),
             },
             el("h2", None, "Create topic / channel"),
             el(
@@ -758,14 +778,14 @@ def lookup_page(page: Page, topics: Dict[str, List[str]], errors: Sequence[NodeE
         ),
         form,
     )
-    return layout("Lookup", body, refresh=False)
+    return layout("Lookup", body, refresh=False, base=page.base)
 
 
-def error_page(code: int, title: str, detail: str = "") -> str:
-    """A page for a status other than 200 (404 for an unknown topic ...)."""
+def error_page(code: int, title: str, detail: str = "", base: str = "") -> str:
+    """A page for a status other than 200 (404 for an unknown topic ...), under ``base``."""
     body = join(
         el("h1", {"class_": "error-title"}, "%d " % (code,), title),
         el("p", {"class_": "detail"}, detail) if detail else None,
-        el("p", None, el("a", {"href": "/topics"}, "Back to the topics")),
+        el("p", None, el("a", {"href": base + "/topics"}, "Back to the topics")),
     )
-    return layout("%d %s" % (code, title), body, refresh=False)
+    return layout("%d %s" % (code, title), body, refresh=False, base=base)

@@ -39,7 +39,7 @@ from twisted.python.failure import Failure
 from twisted.web.iweb import IRequest
 from werkzeug.exceptions import HTTPException
 
-from txnsq import __version__
+from txnsq.version import NSQ_VERSION, TXNSQ_VERSION
 from txnsq.http.api import JSON_CONTENT_TYPE, raw_query
 from txnsq.http.pprof import PprofHandlers, add_pprof_routes
 from txnsq.http.profiles import ReactorProfiler
@@ -203,7 +203,7 @@ class NSQDHTTPAPI(GoRouter, PprofHandlers):
         options = self.broker.options
         ports = self._ports()
         return {
-            "version": __version__,
+            "version": NSQ_VERSION,
             "broadcast_address": options.broadcast_address,
             "hostname": socket.gethostname(),
             "http_port": ports.get("HTTP", 0),
@@ -213,6 +213,9 @@ class NSQDHTTPAPI(GoRouter, PprofHandlers):
             "max_output_buffer_size": options.max_output_buffer_size,
             "max_output_buffer_timeout": int(round(options.max_output_buffer_timeout * _NS)),
             "max_deflate_level": options.max_deflate_level,
+            # txnsq's own, after Go's fields: "version" is the NSQ level
+            # implemented, for clients that enable features by it.
+            "txnsq_version": TXNSQ_VERSION,
         }
 
     @go_route(app, "POST", "/pub", logged=False, routes=ROUTES)
@@ -295,7 +298,7 @@ class NSQDHTTPAPI(GoRouter, PprofHandlers):
             self.broker,
             self._clients(),
             self.start_time,
-            __version__,
+            NSQ_VERSION,
             topic=first("topic") or None,
             channel=first("channel") or None,
             include_clients=BOOL_PARAMS.get(first("include_clients"), True),
@@ -312,7 +315,7 @@ class NSQDHTTPAPI(GoRouter, PprofHandlers):
         from txnsq.nsqd import stats as nsqd_stats
 
         snapshot = nsqd_stats.collect(
-            self.broker, self._clients(), self.start_time, __version__
+            self.broker, self._clients(), self.start_time, NSQ_VERSION
         )
         body = nsqd_metrics.render_metrics(nsqd_stats.to_json(snapshot))
         content_type: Any = nsqd_metrics.CONTENT_TYPE

@@ -26,7 +26,7 @@ from twisted.internet.defer import Deferred, DeferredList
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
-from txnsq import __version__
+from txnsq.version import NSQ_VERSION
 from txnsq.nsqd.broker import Broker, TopologyListener
 from txnsq.nsqd.channel import Channel
 from txnsq.nsqd.lookup_channels import TopicChannelsClient
@@ -183,7 +183,7 @@ class LookupService(Service, TopologyListener):
             "hostname": self.hostname,
             "http_port": options.broadcast_http_port or ports.get("HTTP", 0),
             "tcp_port": options.broadcast_tcp_port or ports.get("TCP", 0),
-            "version": __version__,
+            "version": NSQ_VERSION,
         }
 
     def registrations(self) -> List[Tuple[str, str]]:

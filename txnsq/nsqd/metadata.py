@@ -37,7 +37,7 @@ from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from twisted.logger import Logger
 
-from txnsq import __version__
+from txnsq.version import NSQ_VERSION
 from txnsq.nsqd.broker import Broker
 from txnsq.nsqd.topic import Topic
 from txnsq.protocol.names import is_ephemeral, is_valid_channel_name, is_valid_topic_name
@@ -472,7 +472,7 @@ class MetadataStore:
         broker: Broker,
         data_path: str,
         clock: IReactorTime,
-        version: str = __version__,
+        version: str = NSQ_VERSION,
     ) -> None:
         self.broker = broker
         self.data_path = data_path

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import gc
 import os
-import platform
 import sys
 import time
 from collections import deque
@@ -40,7 +39,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Deque, Dict, Iterable, List, Optional, Tuple
 
-from txnsq import __version__
+from txnsq.version import NSQ_VERSION, build_token
 from txnsq.cli import format_duration_ns
 from txnsq.nsqd.quantile import EMPTY_RESULT, QuantileResult, aggregate
 
@@ -317,11 +316,9 @@ class NSQDStats:
     topics: Optional[List[TopicStats]]
     memory: Optional[MemStats]
     producers: Optional[List[ClientStats]]
-    #: The runtime named in the text page's first line.
-    build: str = field(
-        default_factory=lambda: "%s %s"
-        % (platform.python_implementation(), platform.python_version())
-    )
+    #: The build token named in the text page's first line, where Go
+    #: names its toolchain.
+    build: str = field(default_factory=build_token)
 
 
 # -- collecting ------------------------------------------------------------
@@ -432,7 +429,7 @@ def collect(
     broker: Broker,
     clients: Iterable[Any],
     start_time: float,
-    version: str = __version__,
+    version: str = NSQ_VERSION,
     topic: Optional[str] = None,
     channel: Optional[str] = None,
     include_clients: bool = True,

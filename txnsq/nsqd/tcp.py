@@ -26,7 +26,7 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 from zope.interface import implementer
 
-from txnsq import __version__
+from txnsq.version import NSQ_VERSION
 from txnsq.addresses import go_address
 from txnsq.nsqd.channel import InFlightError, SubscribeError
 from txnsq.nsqd.output import scheduler_for
@@ -620,7 +620,7 @@ class NSQDProtocol(Protocol):
                 identify_response(
                     identity,
                     self.broker.options,
-                    __version__,
+                    NSQ_VERSION,
                     auth_required=self.features.auth_required,
                 ),
             )

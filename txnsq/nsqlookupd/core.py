@@ -10,7 +10,7 @@ from __future__ import annotations
 import socket
 from typing import Any, List
 
-from txnsq import __version__
+from txnsq.version import NSQ_VERSION
 from txnsq.nsqlookupd.options import NSQLookupdOptions
 from txnsq.nsqlookupd.registration_db import Producer, RegistrationDB, active
 
@@ -36,7 +36,7 @@ class NSQLookupd:
         self.tcp_port = 0
         self.http_port = 0
         self.hostname = socket.gethostname()
-        self.version = __version__
+        self.version = NSQ_VERSION
 
     def now(self) -> float:
         """The current time in seconds."""

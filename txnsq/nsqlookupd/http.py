@@ -47,6 +47,7 @@ from txnsq.nsqlookupd.registration_db import (
 )
 from txnsq.protocol.http_params import APIError, parse_query, topic_channel_args
 from txnsq.protocol.names import is_valid_topic_name
+from txnsq.version import TXNSQ_VERSION
 
 __all__ = ["GO_ZERO_TIME_UNIX_NANO", "LOOKUPD_ROUTES", "NSQLookupdHTTPAPI", "http_resource"]
 
@@ -135,8 +136,8 @@ class NSQLookupdHTTPAPI(GoRouter, PprofHandlers):
 
     @go_route(app, "GET", "/info", routes=LOOKUPD_ROUTES)
     def info(self, request: IRequest) -> Any:
-        """The version."""
-        return {"version": self.lookupd.version}
+        """The NSQ version implemented, and txnsq's own (an extra field)."""
+        return {"version": self.lookupd.version, "txnsq_version": TXNSQ_VERSION}
 
     @go_route(app, "GET", "/debug", routes=LOOKUPD_ROUTES)
     def debug(self, request: IRequest) -> Any:

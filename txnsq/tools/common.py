@@ -19,7 +19,7 @@ from twisted.internet.error import ReactorNotRunning
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
-from txnsq import __version__
+from txnsq.version import NSQ_VERSION, TXNSQ_VERSION
 from txnsq import cli
 from txnsq.cli import BOOL, DURATION, INT, STRING, STRING_LIST, Flag, FlagError, ParsedFlags
 from txnsq.tools.config_opts import ClientOptions, ConfigOptionError, parse_config_options
@@ -146,15 +146,15 @@ def fatal(message: str, stderr: Optional[IO[str]] = None, now: Optional[float] =
 
 
 def print_version(program: str, stdout: Optional[IO[str]] = None) -> None:
-    """``nsq_tail v0.1.0``: Go's version line (the txnsq version)."""
+    """``nsq_tail v1.3.0``: Go's version line (the NSQ version implemented)."""
     stream = stdout if stdout is not None else sys.stdout
-    stream.write("%s v%s\n" % (program, __version__))
+    stream.write("%s v%s\n" % (program, NSQ_VERSION))
     stream.flush()
 
 
 def user_agent(program: str) -> str:
-    """``nsq_tail/0.1.0 txnsq/0.1.0``, in the shape of Go's ``nsq_tail/1.3.0 go-nsq/1.1.0``."""
-    return "%s/%s txnsq/%s" % (program, __version__, __version__)
+    """``nsq_tail/1.3.0 txnsq/0.1.0``, in the shape of Go's ``nsq_tail/1.3.0 go-nsq/1.1.0``."""
+    return "%s/%s txnsq/%s" % (program, NSQ_VERSION, TXNSQ_VERSION)
 
 
 def ephemeral_tail_channel(rng: Optional[random.Random] = None) -> str:

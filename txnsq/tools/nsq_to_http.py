@@ -50,7 +50,8 @@ from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
-from txnsq import __version__, cli
+from txnsq import cli
+from txnsq.version import NSQ_VERSION
 from txnsq.cli import FLOAT, INT, STRING, STRING_LIST, Flag
 from txnsq.http_client import describe_failure
 from txnsq.protocol.names import is_valid_channel_name, is_valid_topic_name
@@ -501,7 +502,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
             reactor,
             values["http_client_connect_timeout"],
             values["http_client_request_timeout"],
-            user_agent=("%s v%s" % (PROGRAM, __version__)).encode("ascii"),
+            user_agent=("%s v%s" % (PROGRAM, NSQ_VERSION)).encode("ascii"),
             accept=None,
             persistent=True,
             follow_redirects=True,

@@ -34,7 +34,13 @@
   }
 
   function send(method, url, body) {
-    var options = {method: method, headers: {"Accept": "application/json"}};
+    // X-Requested-With marks the request as this script's: nsqadmin refuses
+    // a browser's action without it (a cross-site form cannot send it).
+    var options = {
+      method: method,
+      credentials: "same-origin",
+      headers: {"Accept": "application/json", "X-Requested-With": "nsqadmin"}
+    };
     if (body !== null) {
       options.headers["Content-Type"] = "application/json";
       options.body = body;
