@@ -32,6 +32,8 @@ setup(
     ],
     extras_require={
         "test": ["mypy>=1.5", "mypy-zope>=1.0", "prometheus_client>=0.17", "hypothesis>=6.0"],
+        # ISA-L's CRC32 for the retained log's record checksums.
+        "speedups": ["isal>=1.0"],
         # Spark 4's Python Data Source API moves rows through Arrow (and pandas).
         "spark": ["pyspark>=4.0", "pyarrow>=11.0", "pandas>=2.0,<3"],
     },

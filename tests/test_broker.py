@@ -244,3 +244,94 @@ class TopologyListenerTests(SynchronousTestCase):
         self.broker.get_topic("t")
         self.broker.get_topic("t")
         self.assertEqual(prepared, ["t"])
+
+
+class ShutdownTests(SynchronousTestCase):
+    """The first steps of a clean shutdown: stop delivering, then take the FINs on their way."""
+
+    def setUp(self) -> None:
+        self.clock = Clock()
+        self.clock.advance(START)
+        self.broker = make_broker(self.clock)
+        self.topic = self.broker.get_topic("t")
+        self.channel = self.topic.get_channel("c")
+        self.consumer = FakeConsumer(ready_count=10)
+        self.channel.add_consumer(self.consumer)
+
+    def test_nothing_delivered_once_stopped(self) -> None:
+        """After stop_delivering a ready consumer gets nothing: publishes, requeues and timeouts stay queued."""
+        self.topic.publish(b"before")
+        (held,) = self.consumer.take()
+        self.broker.stop_delivering()
+        self.topic.publish(b"after")
+        self.channel.requeue(self.consumer, held.id, 0)
+        self.clock.advance(0)
+        self.assertEqual(self.consumer.take(), [])
+        self.assertEqual(self.channel.depth(), 2)
+
+    def test_fin_still_works(self) -> None:
+        """A FIN arriving after delivery stopped finishes its message, which is not kept."""
+        self.topic.publish(b"x")
+        (held,) = self.consumer.take()
+        self.broker.stop_delivering()
+        self.channel.finish(self.consumer, held.id)
+        self.assertEqual((self.channel.in_flight_count, self.channel.depth()), (0, 0))
+
+    def test_new_channel_does_not_deliver(self) -> None:
+        """A channel created after delivery stopped delivers nothing either."""
+        self.broker.stop_delivering()
+        other = self.topic.get_channel("other")
+        consumer = FakeConsumer(ready_count=10)
+        other.add_consumer(consumer)
+        self.topic.publish(b"x")
+        self.assertEqual(consumer.take(), [])
+        self.assertEqual(other.depth(), 1)
+
+    def test_drain_at_once_when_nothing_in_flight(self) -> None:
+        """With nothing in flight drain() has fired already."""
+        self.broker.stop_delivering()
+        self.successResultOf(self.broker.drain(2.0))
+
+    def test_drain_waits_for_last_fin(self) -> None:
+        """drain() fires when the last in-flight message is finished, not before."""
+        self.topic.publish(b"a")
+        self.topic.publish(b"b")
+        first, second = self.consumer.take()
+        self.broker.stop_delivering()
+        drained = self.broker.drain(2.0)
+        self.channel.finish(self.consumer, first.id)
+        self.assertNoResult(drained)
+        self.channel.finish(self.consumer, second.id)
+        self.successResultOf(drained)
+        self.assertEqual(self.clock.getDelayedCalls(), [])
+
+    def test_drain_when_consumer_leaves(self) -> None:
+        """drain() fires when the consumer holding the messages goes (they are back in the queue)."""
+        self.topic.publish(b"a")
+        self.consumer.take()
+        self.broker.stop_delivering()
+        drained = self.broker.drain(2.0)
+        self.channel.remove_consumer(self.consumer)
+        self.successResultOf(drained)
+        self.assertEqual(self.channel.depth(), 1)
+
+    def test_drain_gives_up_after_grace(self) -> None:
+        """drain() fires after the grace period even if a message is still in flight."""
+        self.topic.publish(b"a")
+        self.consumer.take()
+        self.broker.stop_delivering()
+        drained = self.broker.drain(2.0)
+        self.clock.advance(1.9)
+        self.assertNoResult(drained)
+        self.clock.advance(0.1)
+        self.successResultOf(drained)
+        self.assertEqual(self.channel.in_flight_count, 1)
+
+    def test_close_ends_drain(self) -> None:
+        """Closing the broker fires a pending drain()."""
+        self.topic.publish(b"a")
+        self.consumer.take()
+        self.broker.stop_delivering()
+        drained = self.broker.drain(2.0)
+        self.broker.close()
+        self.successResultOf(drained)

@@ -193,3 +193,256 @@ class DiskBrokerTests(SynchronousTestCase):
         self.assertEqual((channel.depth(), topic.depth()), (total, 0))
         consumer = self.subscribe(broker, ready=total)
         self.assertEqual(consumer.bodies(), [b"m%d" % (i,) for i in range(total)])
+
+
+class CrashTests(SynchronousTestCase):
+    """
+    A broker on disk storage with --mem-queue-size=0 --sync-every=1,
+    killed: nothing it wrote before answering (its barrier) is lost.
+
+    A "crash" drops the broker without closing anything: its timers are
+    cancelled and its files closed as they are, so what the next broker
+    finds is exactly what had been written.
+    """
+
+    def setUp(self) -> None:
+        self.directory = self.mktemp()
+        os.makedirs(self.directory)
+        self.clock = Clock()
+        self.clock.advance(START)
+        self.broker = self.open()
+
+    def open(self) -> Broker:
+        broker = make_broker(
+            self.clock,
+            DiskStorage(),
+            data_path=self.directory,
+            mem_queue_size=0,
+            max_bytes_per_file=4096,
+            sync_every=1,
+            sync_timeout=2.0,
+        )
+        self.addCleanup(broker.close)
+        return broker
+
+    def answer(self) -> None:
+        """What nsqd does before an OK or a message leaves it."""
+        barrier = self.broker.barrier
+        assert barrier is not None
+        barrier()
+
+    def crash(self, downtime: float = 0.0) -> Broker:
+        """Kill the broker where it stands; start a new one on its files."""
+        for call in self.clock.getDelayedCalls():
+            call.cancel()
+        for topic in self.broker.topics.values():
+            queues = [topic._queue] + [channel._queue for channel in topic.channels.values()]
+            for queue in queues:
+                queue._closed = True
+                queue._close_files()
+                queue._flight.close()
+        self.clock.advance(downtime)
+        self.broker = self.open()
+        return self.broker
+
+    def subscribe(self, broker: Broker, ready: int = 1000) -> FakeConsumer:
+        consumer = FakeConsumer(ready_count=ready, msg_timeout=1e6)
+        broker.get_topic("t").get_channel("c").add_consumer(consumer)
+        return consumer
+
+    def test_barrier_only_with_durable_flags(self) -> None:
+        """The barrier exists with --mem-queue-size=0 only; other brokers keep no flight log."""
+        self.assertIsNotNone(self.broker.barrier)
+        other = make_broker(
+            self.clock, DiskStorage(), data_path=self.directory, mem_queue_size=10,
+            max_bytes_per_file=4096, sync_every=1, sync_timeout=2.0,
+        )
+        self.addCleanup(other.close)
+        self.assertIsNone(other.barrier)
+        self.assertFalse(other.get_topic("u").get_channel("c")._queue.journaled)
+
+    def test_in_flight_from_the_queue_kept(self) -> None:
+        """Messages read from the channel's queue and in flight at the crash are delivered again, attempts counted on."""
+        topic = self.broker.get_topic("t")
+        topic.get_channel("c")
+        for number in range(5):
+            topic.publish(b"queued %d" % (number,))
+        self.answer()
+        consumer = self.subscribe(self.broker)
+        first = consumer.take()
+        self.assertEqual(len(first), 5)
+        self.answer()
+        broker = self.crash()
+        again = self.subscribe(broker).take()
+        self.assertEqual(
+            sorted((m.id, m.attempts, m.body) for m in again),
+            sorted((m.id, 2, m.body) for m in first),
+        )
+
+    def test_in_flight_delivered_directly_kept(self) -> None:
+        """A message published to a ready consumer (never in a segment) survives a crash once its OK may leave."""
+        consumer = self.subscribe(self.broker)
+        self.broker.get_topic("t").publish(b"direct")
+        self.answer()
+        (sent,) = consumer.take()
+        broker = self.crash()
+        (again,) = self.subscribe(broker).take()
+        self.assertEqual((again.id, again.body, again.attempts), (sent.id, b"direct", 2))
+
+    def test_finished_not_delivered_again(self) -> None:
+        """A message finished before the crash is not delivered again."""
+        consumer = self.subscribe(self.broker)
+        channel = self.broker.get_topic("t").get_channel("c")
+        self.broker.get_topic("t").publish(b"done")
+        self.broker.get_topic("t").publish(b"pending")
+        self.answer()
+        done, pending = consumer.take()
+        channel.finish(consumer, done.id)
+        self.answer()
+        broker = self.crash()
+        self.assertEqual(self.subscribe(broker).bodies(), [b"pending"])
+
+    def test_deferred_kept_with_due_time(self) -> None:
+        """A DPUB answered OK is still deferred after a crash, due when it was."""
+        topic = self.broker.get_topic("t")
+        topic.get_channel("c")
+        topic.publish_deferred(b"later", 60.0)
+        self.answer()
+        broker = self.crash(downtime=10)
+        channel = broker.get_topic("t").get_channel("c")
+        self.assertEqual((channel.deferred_count, channel.depth()), (1, 0))
+        consumer = self.subscribe(broker)
+        self.clock.advance(49)
+        self.assertEqual(consumer.bodies(), [])
+        self.clock.advance(1)
+        self.assertEqual(consumer.bodies(), [b"later"])
+
+    def test_topic_deferred_backlog_kept(self) -> None:
+        """A DPUB held by a topic with no channel survives a crash, its delay still to start."""
+        self.broker.get_topic("t").publish_deferred(b"wait", 10.0)
+        self.answer()
+        broker = self.crash(downtime=100)
+        self.assertEqual(broker.get_topic("t").depth(), 1)
+        consumer = self.subscribe(broker)
+        self.clock.advance(9)
+        self.assertEqual(consumer.bodies(), [])
+        self.clock.advance(1)
+        self.assertEqual(consumer.bodies(), [b"wait"])
+
+    def test_deferred_kept_through_clean_restart_then_crash(self) -> None:
+        """Deferred messages brought back by a clean restart are held again: a crash after it keeps them, channel and topic alike."""
+        topic = self.broker.get_topic("t")
+        topic.get_channel("c")
+        topic.publish_deferred(b"channel's", 60.0)
+        self.broker.get_topic("u").publish_deferred(b"topic's", 60.0)
+        self.answer()
+        self.broker.close()
+        self.broker = self.open()
+        self.broker.get_topic("t").get_channel("c")
+        self.broker.get_topic("u")
+        self.answer()
+        broker = self.crash()
+        self.assertEqual(broker.get_topic("t").get_channel("c").deferred_count, 1)
+        consumer = self.subscribe(broker)
+        other = FakeConsumer(ready_count=10, msg_timeout=1e6)
+        broker.get_topic("u").get_channel("c").add_consumer(other)
+        self.clock.advance(0)
+        # Their plain copies from the clean shutdown are not delivered early.
+        self.assertEqual((consumer.bodies(), other.bodies()), ([], []))
+        self.clock.advance(60)
+        self.assertEqual((consumer.bodies(), other.bodies()), ([b"channel's"], [b"topic's"]))
+        self.clock.advance(1000)
+        self.assertEqual((consumer.bodies(), other.bodies()), ([], []))
+
+    def test_topic_backlog_moved_to_channel_kept(self) -> None:
+        """A topic's deferred backlog handed to a new channel is kept by one of them through a crash."""
+        self.broker.get_topic("t").publish_deferred(b"wait", 10.0)
+        self.answer()
+        self.broker.get_topic("t").get_channel("c")
+        self.answer()
+        broker = self.crash()
+        channel = broker.get_topic("t").get_channel("c")
+        self.assertEqual(channel.deferred_count + broker.get_topic("t").depth(), 1)
+        consumer = self.subscribe(broker)
+        self.clock.advance(10)
+        self.assertEqual(consumer.bodies(), [b"wait"])
+
+    def test_requeued_kept(self) -> None:
+        """Messages requeued at once or with a delay survive a crash, the delayed one still deferred."""
+        consumer = self.subscribe(self.broker, ready=2)
+        channel = self.broker.get_topic("t").get_channel("c")
+        self.broker.get_topic("t").publish(b"again")
+        self.broker.get_topic("t").publish(b"later")
+        self.answer()
+        again, later = consumer.take()
+        consumer.ready_count = 0
+        channel.consumer_ready(consumer)
+        channel.requeue(consumer, again.id, 0)
+        channel.requeue(consumer, later.id, 30.0)
+        self.answer()
+        broker = self.crash()
+        channel = broker.get_topic("t").get_channel("c")
+        self.assertEqual((channel.depth(), channel.deferred_count), (1, 1))
+        consumer = self.subscribe(broker)
+        self.assertEqual(consumer.bodies(), [b"again"])
+        self.clock.advance(30)
+        self.assertEqual(consumer.bodies(), [b"later"])
+
+    def test_timed_out_kept(self) -> None:
+        """A message that timed out back into the queue survives a crash."""
+        consumer = FakeConsumer(ready_count=1, msg_timeout=5.0)
+        channel = self.broker.get_topic("t").get_channel("c")
+        channel.add_consumer(consumer)
+        self.broker.get_topic("t").publish(b"slow")
+        self.answer()
+        consumer.take()
+        consumer.ready_count = 0
+        channel.consumer_ready(consumer)
+        self.clock.advance(5)
+        self.answer()
+        self.assertEqual((channel.depth(), channel.in_flight_count), (1, 0))
+        broker = self.crash()
+        self.assertEqual(self.subscribe(broker).bodies(), [b"slow"])
+
+    def test_topic_to_channel_transit_kept(self) -> None:
+        """Messages a topic held move to a new channel without a moment where a crash loses them."""
+        topic = self.broker.get_topic("t")
+        topic.publish_many([b"m%d" % (i,) for i in range(20)])
+        self.answer()
+        topic.get_channel("c")
+        self.answer()
+        broker = self.crash()
+        bodies = self.subscribe(broker).bodies()
+        self.assertEqual(sorted(set(bodies)), sorted(b"m%d" % (i,) for i in range(20)))
+
+    def test_read_segment_kept_until_logged(self) -> None:
+        """A segment read to its end is removed only once the messages read from it are in the flight log."""
+        topic = self.broker.get_topic("t")
+        topic.get_channel("c")
+        topic.publish_many([b"x" * 500 for _ in range(12)])
+        self.answer()
+        segment = os.path.join(self.directory, "t:c.diskqueue.000000.dat")
+        self.assertTrue(os.path.exists(segment))
+        consumer = self.subscribe(self.broker, ready=100)
+        self.assertEqual(len(consumer.take()), 12)
+        self.assertTrue(os.path.exists(segment))
+        self.answer()
+        self.assertFalse(os.path.exists(segment))
+        broker = self.crash()
+        self.assertEqual(len(self.subscribe(broker).bodies()), 12)
+
+    def test_clean_close_leaves_no_flight_log(self) -> None:
+        """A clean shutdown keeps everything in the segments and removes the flight logs."""
+        consumer = self.subscribe(self.broker)
+        self.broker.get_topic("t").publish(b"in flight")
+        self.broker.get_topic("t").publish_deferred(b"deferred", 30.0)
+        self.answer()
+        consumer.take()
+        self.broker.close()
+        self.assertEqual(
+            [name for name in os.listdir(self.directory) if "flight" in name], []
+        )
+        broker = self.open()
+        self.broker = broker
+        channel = broker.get_topic("t").get_channel("c")
+        self.assertEqual((channel.depth(), channel.deferred_count), (1, 1))

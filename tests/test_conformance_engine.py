@@ -431,6 +431,22 @@ class ReplayPlanTests(SynchronousTestCase):
         replay.bindings.set("auth_http_port", 8123)
         self.assertEqual(replay.nsqd_flags(), ["--auth-http-address=127.0.0.1:8123"])
 
+    def test_tls_server_files(self) -> None:
+        """tls_server_files writes a certificate and a key, binds their paths, and close_stand_ins removes them."""
+        replay = CaseReplay(
+            {"name": "x", "steps": [], "tls_server_files": True,
+             "nsqd_flags": ["--tls-cert=<tls_cert_file>", "--tls-key=<tls_key_file>"]},
+            reactor=object(),
+        )
+        self.successResultOf(replay.start_stand_ins())
+        cert, key = (flag.split("=", 1)[1] for flag in replay.nsqd_flags())
+        for path, marker in ((cert, b"CERTIFICATE"), (key, b"PRIVATE KEY")):
+            with open(path, "rb") as handle:
+                self.assertIn(marker, handle.read())
+        self.successResultOf(replay.close_stand_ins())
+        self.assertFalse(os.path.exists(cert))
+        self.assertFalse(os.path.exists(key))
+
     def test_deflate_codec_round_trip(self) -> None:
         """The deflate codec is raw deflate, sync-flushed per write."""
         codec = conformance.make_codec("deflate")
@@ -447,9 +463,16 @@ class ReplayPlanTests(SynchronousTestCase):
 
 
 class FixtureFilesTests(SynchronousTestCase):
-    """The recorded fixtures are present and use only what the engine knows."""
+    """The fixtures (recorded and derived) are present and use only what the engine knows."""
 
-    FILES = ("tcp_v2.json", "http_nsqd.json", "lookupd_v1.json", "lookupd_http.json", "nsqd_lookup_peer.json")
+    FILES = (
+        "tcp_v2.json",
+        "http_nsqd.json",
+        "lookupd_v1.json",
+        "lookupd_http.json",
+        "nsqd_lookup_peer.json",
+        "tcp_v2_check_order.json",
+    )
     STEP_KINDS = ("connect", "send", "expect_frames", "expect_close", "expect_nothing_ms", "expect_raw",
                   "upgrade", "close", "sleep_ms", "http", "auth_server_saw", "peer_expect", "peer_send")
 

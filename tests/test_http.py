@@ -1087,3 +1087,23 @@ class HTTPSOptionsTests(SynchronousTestCase):
         os.makedirs(other)
         _, other_key = write_self_signed(other)
         self.assertRaises(TLSConfigError, tls_server_options, self.options(tls_key=other_key))
+
+
+class BarrierTests(HTTPTestCase):
+    """With --mem-queue-size=0 /pub and /mpub run the broker's barrier before answering OK."""
+
+    def test_pub_and_mpub(self) -> None:
+        """Each publish runs the barrier once, after publishing."""
+        depths: List[int] = []
+        self.broker.barrier = lambda: depths.append(self.broker.get_topic("t").depth())
+        self.assertOK(self.post("/pub?topic=t", b"one"))
+        self.assertOK(self.post("/pub?topic=t&defer=1000", b"two"))
+        self.assertOK(self.post("/mpub?topic=t", b"three\nfour"))
+        self.assertEqual(depths, [1, 2, 4])
+
+    def test_refused_publish_skips_barrier(self) -> None:
+        """A refused publish does not run it."""
+        called: List[None] = []
+        self.broker.barrier = lambda: called.append(None)
+        self.assertError(self.post("/pub?topic=t", b""), 400, "MSG_EMPTY")
+        self.assertEqual(called, [])

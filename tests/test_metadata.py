@@ -574,6 +574,12 @@ class LoadTests(StoreTestCase):
             ],
         )
 
+    def test_orphan_flight_log_recovered(self) -> None:
+        """A channel known only by its flight log (its messages all went straight to consumers) is recreated."""
+        self.write(b"TXNSQFL1", "t9:c9.diskqueue.flight.dat")
+        self.store().load()
+        self.assertEqual(topology(self.broker), [("t9", False, [("c9", False)])])
+
     def test_orphans_recovered_after_invalid_file(self) -> None:
         """After moving an invalid nsqd.dat aside, topics and channels are recovered from queue files."""
         self.make_orphans()

@@ -86,6 +86,39 @@ class EmbeddedServiceTests(TestCase):
         yield client.closed
 
     @inlineCallbacks
+    def test_stop_takes_fins_on_their_way(self) -> Any:
+        """stopService delivers nothing more, waits for the FIN of the message in flight, then closes the broker."""
+        nsqd = self.make_service("--storage=memory")
+        nsqd.startService()
+        self.addCleanup(nsqd.stopService)
+        yield nsqd.whenListening()
+        client = FrameCollector()
+        yield connectProtocol(TCP4ClientEndpoint(reactor, "127.0.0.1", nsqd.bound_ports()["TCP"]), client)
+        client.transport.write(b"  V2SUB t c\nRDY 1\n")
+        yield client.wait_for(1)
+        topic = nsqd.broker.get_topic("t")
+        topic.publish(b"first")
+        topic.publish(b"second")
+        frames = yield client.wait_for(2)
+        msg_id = decode_message(frames[1][1])[2]
+        channel = topic.get_channel("c")
+        at_close: List[Any] = []
+        close = nsqd.broker.close
+
+        def recording_close() -> None:
+            at_close.append((channel.in_flight_count, channel.depth(), channel.requeue_count))
+            close()
+
+        nsqd.broker.close = recording_close  # type: ignore[method-assign]
+        stopped = nsqd.stopService()
+        self.assertFalse(stopped.called)
+        client.transport.write(b"FIN %s\n" % (msg_id,))
+        yield stopped
+        yield client.closed
+        self.assertEqual(at_close, [(0, 1, 0)])
+        self.assertEqual(len(client.frames), 2)
+
+    @inlineCallbacks
     def test_port_in_use_fails(self) -> Any:
         """whenListening fails when the TCP address is taken."""
         taken = socket.socket()

@@ -923,6 +923,75 @@ class HookTests(SynchronousTestCase):
             parser.next_command()
         self.assertEqual(caught.exception.frame_data(), b"E_INVALID cannot AUTH in current state")
 
+    def test_auth_precheck_before_params(self) -> None:
+        """AUTH's precheck (Go's state check) comes before AUTH's parameter check."""
+        parser = make_parser(precheck=self.hook("pre", refuse=b"AUTH"))
+        parser.feed(b"AUTH x\n")
+        with self.assertRaises(ProtocolError) as caught:
+            parser.next_command()
+        self.assertEqual(caught.exception.frame_data(), b"E_INVALID cannot AUTH in current state")
+        self.assertEqual(self.calls, [("pre", b"AUTH", [b"x"])])
+        self.assertTrue(parser.dead)
+
+    def test_auth_params_after_passing_precheck(self) -> None:
+        """An AUTH whose precheck passes still gets its parameter error."""
+        parser = make_parser(precheck=self.hook("pre"))
+        parser.feed(b"AUTH x\n")
+        with self.assertRaises(ProtocolError) as caught:
+            parser.next_command()
+        self.assertEqual(caught.exception.frame_data(), b"E_INVALID AUTH invalid number of parameters")
+
+    def holding_hook(self, held: bytes) -> Any:
+        """A precheck that holds ``held`` commands."""
+
+        def check(name: bytes, params: List[bytes]) -> Optional[bool]:
+            self.calls.append(("pre", name, list(params)))
+            if name == held:
+                return False
+            return None
+
+        return check
+
+    def test_precheck_holds_body(self) -> None:
+        """A precheck returning False holds the command before its body; the next call reads on, without the hooks."""
+        parser = make_parser(precheck=self.holding_hook(b"MPUB"))
+        data = mpub(b"t", [b"a", b"b"]) + b"NOP\n"
+        parser.feed(data)
+        self.assertIsNone(parser.next_command())
+        self.assertEqual(parser.buffered(), len(data) - len(b"MPUB t\n"))
+        self.assertEqual(drain(parser), [Command(b"MPUB", [b"t"], [b"a", b"b"]), Command(b"NOP", [])])
+        self.assertEqual(self.calls, [("pre", b"MPUB", [b"t"])])
+
+    def test_held_body_errors_later(self) -> None:
+        """A bad size after a held command is reported only when reading goes on."""
+        parser = make_parser(precheck=self.holding_hook(b"MPUB"))
+        parser.feed(b"MPUB t\n" + size(0))
+        self.assertIsNone(parser.next_command())
+        self.assertFalse(parser.dead)
+        with self.assertRaises(ProtocolError) as caught:
+            parser.next_command()
+        self.assertEqual(caught.exception.frame_data(), b"E_BAD_BODY MPUB invalid body size 0")
+
+    def test_precheck_holds_whole_pub(self) -> None:
+        """A complete PUB (the fast path) can be held too, and comes out whole afterwards."""
+        parser = make_parser(precheck=self.holding_hook(b"PUB"))
+        parser.feed(pub(b"t", b"1") + pub(b"t", b"2"))
+        self.assertIsNone(parser.next_command())
+        self.assertEqual(parser.next_command(), Command(b"PUB", [b"t"], b"1"))
+        self.assertIsNone(parser.next_command())
+        self.assertEqual(parser.next_command(), Command(b"PUB", [b"t"], b"2"))
+        self.assertEqual(len(self.calls), 2)
+
+    def test_held_command_blocks_fin_run(self) -> None:
+        """While a body command is held, FIN lines after it are not taken by next_fin_ids."""
+        parser = make_parser(precheck=self.holding_hook(b"MPUB"))
+        parser.feed(b"MPUB t\n")
+        self.assertIsNone(parser.next_command())
+        parser.feed(size(9) + size(1) + size(1) + b"a" + b"FIN " + ID + b"\n")
+        self.assertEqual(parser.next_fin_ids(), [])
+        self.assertEqual(parser.next_command(), Command(b"MPUB", [b"t"], [b"a"]))
+        self.assertEqual(parser.next_fin_ids(), [ID])
+
     def test_hooks_see_state_changes(self) -> None:
         """Commands come one at a time, so a hook sees state set by the previous one."""
         state = {"subscribed": False}

@@ -16,7 +16,7 @@ from twisted.trial.unittest import SynchronousTestCase
 from zope.interface.verify import verifyObject
 
 from tests.test_storage import BackendQueueConformance, message
-from txnsq.storage.disk import DiskQueue, DiskStorage, write_file_atomically
+from txnsq.storage.disk import Committer, DiskQueue, DiskStorage, write_file_atomically
 from txnsq.storage.diskqueue_format import (
     CopyRun,
     DeferredState,
@@ -695,3 +695,95 @@ class SyncWorkerTests(SynchronousTestCase):
         worker.wait(owner)
         self.assertEqual(worker.failures(owner), ["[Errno 5] I/O error"])
         self.assertEqual(worker.failures(owner), [])
+
+
+class _RecordingQueue:
+    """Stands for a DiskQueue in a commit: records the steps taken on it."""
+
+    def __init__(self, name: str, steps: List[str], unsynced: int = 1) -> None:
+        self.name = name
+        self.steps = steps
+        self._unsynced = unsynced
+        self._need_sync = False
+
+    def _flush(self) -> bool:
+        self.steps.append("write " + self.name)
+        return True
+
+    def _fsync_write_file(self) -> None:
+        self.steps.append("fsync " + self.name)
+
+    def _write_flight(self) -> None:
+        self.steps.append("log " + self.name)
+
+    def _end_of_turn(self) -> None:
+        self.steps.append("meta " + self.name)
+
+
+class CommitterTests(SynchronousTestCase):
+    """The end of a reactor turn for every queue with --mem-queue-size=0."""
+
+    def test_order(self) -> None:
+        """Records of every queue first (synced), then channels' flight logs, then topics', then the meta files."""
+        steps: List[str] = []
+        committer = Committer(Clock(), sync=True)
+        for name in ("t", "t:c", "u:d"):
+            committer.dirty(_RecordingQueue(name, steps))  # type: ignore[arg-type]
+        committer.commit()
+        self.assertEqual(
+            steps,
+            [
+                "write t", "write t:c", "write u:d",
+                "fsync t", "fsync t:c", "fsync u:d",
+                "log t:c", "log u:d", "log t",
+                "meta t", "meta t:c", "meta u:d",
+            ],
+        )
+
+    def test_no_fsync_without_sync(self) -> None:
+        """Without --sync-every=1 records are written, not fsynced, before the logs."""
+        steps: List[str] = []
+        committer = Committer(Clock(), sync=False)
+        committer.dirty(_RecordingQueue("t:c", steps))  # type: ignore[arg-type]
+        committer.commit()
+        self.assertEqual(steps, ["write t:c", "log t:c", "meta t:c"])
+
+    def test_once_per_turn(self) -> None:
+        """Queues changed in one turn are committed together at its end, once; a commit before then does it early."""
+        steps: List[str] = []
+        clock = Clock()
+        committer = Committer(clock, sync=False)
+        queue = _RecordingQueue("t:c", steps)
+        committer.dirty(queue)  # type: ignore[arg-type]
+        committer.dirty(queue)  # type: ignore[arg-type]
+        self.assertEqual(len(clock.getDelayedCalls()), 1)
+        clock.advance(0)
+        self.assertEqual(steps, ["write t:c", "log t:c", "meta t:c"])
+        committer.dirty(queue)  # type: ignore[arg-type]
+        committer.commit()
+        self.assertEqual(clock.getDelayedCalls(), [])
+        self.assertEqual(len(steps), 6)
+
+    def test_durable_queues_share_a_committer(self) -> None:
+        """With --mem-queue-size=0 the disk backend's queues keep flight logs and end their turns through one committer; otherwise not."""
+        clock = Clock()
+        storage = DiskStorage()
+        options = SimpleNamespace(
+            data_path=self.mktemp(), mem_queue_size=0, max_bytes_per_file=1024,
+            max_msg_size=1024, sync_every=1, sync_timeout=2.0,
+        )
+        os.makedirs(options.data_path)
+        topic = storage.open_queue("t", options, clock)
+        channel = storage.open_queue("t:c", options, clock)
+        self.addCleanup(topic.close)
+        self.addCleanup(channel.close)
+        self.assertTrue(topic.journaled and channel.journaled)
+        self.assertIsNotNone(storage.barrier(options, clock))
+        topic.put(message(1))
+        channel.put(message(2))
+        self.assertEqual(len(clock.getDelayedCalls()), 1)
+        options.mem_queue_size = 10
+        self.assertIsNone(storage.barrier(options, clock))
+        other = storage.open_queue("u", options, clock)
+        self.addCleanup(other.close)
+        self.assertFalse(other.journaled)

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import json
 import struct
-from typing import List, Tuple
+from typing import Any, List, Tuple
 
 from twisted.internet.address import IPv4Address
+from twisted.internet.defer import Deferred
 from twisted.internet.task import Clock
 from twisted.internet.testing import StringTransport
 from twisted.trial.unittest import SynchronousTestCase
@@ -17,9 +18,11 @@ from twisted.trial.unittest import SynchronousTestCase
 from txnsq.version import NSQ_VERSION
 from txnsq.nsqd.broker import Broker
 from txnsq.nsqd.options import NSQDOptions
-from txnsq.nsqd.tcp import NSQDFactory, NSQDProtocol
+from txnsq.nsqd.tcp import NSQDFactory, NSQDProtocol, ServerFeatures
+from txnsq.protocol.auth import Authorization, AuthState
 from txnsq.protocol.frames import FrameParser
 from txnsq.protocol.message import decode_message
+from txnsq.protocol.v2 import V2CommandParser
 from txnsq.storage.memory import MemoryStorage
 
 RESPONSE, ERROR, MESSAGE = 0, 1, 2
@@ -621,6 +624,345 @@ class FactoryTests(ProtocolTestCase):
         self.assertIs(client.protocol.factory, self.factory)
 
 
+class CheckOrderTests(ProtocolTestCase):
+    """Each command makes Go's checks in Go's order: state before parameters."""
+
+    def test_fin_without_id_before_sub(self) -> None:
+        """FIN without an id before SUB is the state error, not the missing id."""
+        client = self.connect()
+        client.send(b"FIN\n")
+        self.assertEqual(client.raw(), frame(ERROR, b"E_INVALID cannot FIN in current state"))
+        self.assertTrue(client.closed)
+
+    def test_fin_bad_id_before_sub(self) -> None:
+        """FIN with a short id before SUB is the state error."""
+        client = self.connect()
+        client.send(b"FIN 123\n")
+        self.assertEqual(client.raw(), frame(ERROR, b"E_INVALID cannot FIN in current state"))
+
+    def test_fin_without_id_after_cls(self) -> None:
+        """After CLS (state closing) FIN is allowed: without an id it is the parameter error."""
+        client = self.subscribe(rdy=0)
+        client.send(b"CLS\n")
+        client.raw()
+        client.send(b"FIN\n")
+        self.assertEqual(client.raw(), frame(ERROR, b"E_INVALID FIN insufficient number of params"))
+        self.assertTrue(client.closed)
+
+    def test_req_touch_rdy_before_sub(self) -> None:
+        """REQ, TOUCH and RDY with bad parameters before SUB are each the state error."""
+        for line, verb in ((b"REQ\n", b"REQ"), (b"REQ 123 x\n", b"REQ"), (b"TOUCH\n", b"TOUCH"), (b"RDY x\n", b"RDY")):
+            client = self.connect()
+            client.send(line)
+            self.assertEqual(client.raw(), frame(ERROR, b"E_INVALID cannot " + verb + b" in current state"), line)
+            self.assertTrue(client.closed)
+
+    def test_sub_bad_params_after_sub(self) -> None:
+        """A second SUB with bad parameters is the state error."""
+        client = self.subscribe(rdy=0)
+        client.send(b"SUB bad! c\n")
+        self.assertEqual(client.raw(), frame(ERROR, b"E_INVALID cannot SUB in current state"))
+
+    def test_rdy_bad_count_after_cls(self) -> None:
+        """After CLS, RDY is ignored before its count is parsed."""
+        client = self.subscribe(rdy=0)
+        client.send(b"CLS\nRDY x\nRDY 99999\n")
+        self.assertEqual(client.raw(), frame(RESPONSE, b"CLOSE_WAIT"))
+        self.assertFalse(client.closed)
+
+    def test_identify_line_after_sub(self) -> None:
+        """IDENTIFY after SUB is refused when its line arrives, before the size."""
+        client = self.subscribe(rdy=0)
+        client.send(b"IDENTIFY\n")
+        self.assertEqual(client.raw(), frame(ERROR, b"E_INVALID cannot IDENTIFY in current state"))
+
+    def test_auth_params_after_sub(self) -> None:
+        """AUTH with a parameter after SUB (AUTH disabled) is the state error, not the parameter error."""
+        client = self.subscribe(rdy=0)
+        client.send(b"AUTH x\n")
+        self.assertEqual(client.raw(), frame(ERROR, b"E_INVALID cannot AUTH in current state"))
+        self.assertTrue(client.closed)
+
+    def test_auth_params_before_sub(self) -> None:
+        """AUTH with a parameter before SUB is the parameter error at once, without a body."""
+        client = self.connect()
+        client.send(b"AUTH x\n")
+        self.assertEqual(client.raw(), frame(ERROR, b"E_INVALID AUTH invalid number of parameters"))
+
+    def test_mpub_topic_made_before_body(self) -> None:
+        """MPUB gets its topic before reading the body, as Go: a bad body leaves the topic."""
+        client = self.connect()
+        client.send(b"MPUB t\n")
+        self.assertIsNotNone(self.broker.find_topic("t"))
+        client.send(struct.pack(">i", 0))
+        self.assertEqual(client.raw(), frame(ERROR, b"E_BAD_BODY MPUB invalid body size 0"))
+
+    def test_mpub_topic_deleted_while_body_arrives(self) -> None:
+        """An MPUB keeps the topic it got before its body: deleted meanwhile, the MPUB fails and the topic stays gone."""
+        client = self.connect()
+        whole = mpub(b"t", [b"a"])
+        line = len(b"MPUB t\n")
+        client.send(whole[:line])
+        self.broker.delete_topic("t")
+        client.send(whole[line:])
+        self.assertEqual(client.raw(), frame(ERROR, b"E_MPUB_FAILED MPUB failed exiting"))
+        self.assertTrue(client.closed)
+        self.assertIsNone(self.broker.find_topic("t"))
+
+    def test_pub_topic_made_after_body(self) -> None:
+        """PUB gets its topic only after the body: a bad size leaves none."""
+        client = self.connect()
+        client.send(b"PUB t\n" + struct.pack(">i", 0))
+        self.assertEqual(client.raw(), frame(ERROR, b"E_BAD_MESSAGE PUB invalid message body size 0"))
+        self.assertIsNone(self.broker.find_topic("t"))
+
+
+class CountingParser:
+    """A V2CommandParser that counts the ids its FIN fast path took."""
+
+    def __init__(self, parser: V2CommandParser) -> None:
+        self.parser = parser
+        self.fast: List[bytes] = []
+
+    def next_fin_ids(self) -> List[bytes]:
+        """The wrapped parser's, counted."""
+        ids = self.parser.next_fin_ids()
+        self.fast.extend(ids)
+        return ids
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.parser, name)
+
+
+class FinPathTests(ProtocolTestCase):
+    """
+    Plain ``FIN <id>\\n`` lines of a subscribed client take the parser's fast
+    path (next_fin_ids); ``\\r\\n`` lines take the general one.  Both give the
+    same replies, errors and counts.
+    """
+
+    def run_fins(self, lines: List[bytes], end: bytes, cls: bool = False) -> Tuple[bytes, bool, int, int, int]:
+        """
+        Subscribe, receive two messages, (CLS,) then send ``lines`` with
+        ``end`` after each (``<1>``/``<2>`` stand for the two ids) in one read.
+
+        :return: what came back, closed, finish count, in-flight count, and
+            how many ids went through the fast path.
+        """
+        client = self.subscribe(rdy=2)
+        self.publish(b"t", b"a")
+        self.publish(b"t", b"b")
+        first, second = self.messages(client)
+        if cls:
+            client.send(b"CLS\n")
+            self.assertEqual(client.raw(), frame(RESPONSE, b"CLOSE_WAIT"))
+        parser = client.protocol._parser = CountingParser(client.protocol._parser)  # type: ignore[assignment]
+        data = b"".join(
+            line.replace(b"<1>", first[2]).replace(b"<2>", second[2]) + end for line in lines
+        )
+        client.send(data)
+        channel = self.broker.get_topic("t").get_channel("c")
+        result = (client.raw(), client.closed, client.protocol.finish_count, channel.in_flight_count, len(parser.fast))
+        client.lose()
+        self.make_broker()
+        return result
+
+    def assertSamePaths(self, lines: List[bytes], cls: bool = False) -> Tuple[bytes, bool, int, int]:
+        """The fast and general paths give the same result for ``lines``; return it."""
+        fast = self.run_fins(lines, b"\n", cls)
+        general = self.run_fins(lines, b"\r\n", cls)
+        self.assertEqual(general[4], 0)
+        self.assertEqual(fast[:4], general[:4])
+        return fast[:4]
+
+    def test_unknown_id_in_a_run(self) -> None:
+        """An unknown id among good ones: E_FIN_FAILED, not fatal, the others count, on both paths."""
+        result = self.assertSamePaths([b"FIN <1>", b"FIN 0123456789abcdef", b"FIN <2>"])
+        self.assertEqual(
+            result,
+            (frame(ERROR, b"E_FIN_FAILED FIN 0123456789abcdef failed ID not in flight"), False, 2, 0),
+        )
+        self.assertEqual(self.run_fins([b"FIN <1>", b"FIN 0123456789abcdef", b"FIN <2>"], b"\n")[4], 3)
+
+    def test_missing_id_in_a_run(self) -> None:
+        """A FIN without an id after a good one: the fatal parameter error; what follows is not run."""
+        result = self.assertSamePaths([b"FIN <1>", b"FIN", b"FIN <2>"])
+        self.assertEqual(result, (frame(ERROR, b"E_INVALID FIN insufficient number of params"), True, 1, 1))
+
+    def test_short_id_in_a_run(self) -> None:
+        """A FIN with a short id after a good one: the fatal id error."""
+        result = self.assertSamePaths([b"FIN <1>", b"FIN 1234", b"FIN <2>"])
+        self.assertEqual(result, (frame(ERROR, b"E_INVALID invalid message ID"), True, 1, 1))
+
+    def test_after_cls(self) -> None:
+        """After CLS both paths still finish, and fail the same way."""
+        result = self.assertSamePaths([b"FIN <1>", b"FIN 0123456789abcdef", b"FIN <2>", b"FIN"], cls=True)
+        self.assertEqual(
+            result,
+            (
+                frame(ERROR, b"E_FIN_FAILED FIN 0123456789abcdef failed ID not in flight")
+                + frame(ERROR, b"E_INVALID FIN insufficient number of params"),
+                True,
+                2,
+                0,
+            ),
+        )
+
+    def test_before_sub_same_error(self) -> None:
+        """Before SUB every FIN form, with either ending, is the same state error."""
+        for line in (b"FIN", b"FIN 0123456789abcdef", b"FIN 1234", b"FIN a b"):
+            for end in (b"\n", b"\r\n"):
+                client = self.connect()
+                client.send(line + end + b"FIN 0123456789abcdef\n")
+                self.assertEqual(client.raw(), frame(ERROR, b"E_INVALID cannot FIN in current state"), line + end)
+                self.assertTrue(client.closed)
+
+    def test_sub_in_the_same_read(self) -> None:
+        """A SUB and FINs in one read: the FINs after SUB are checked as a subscribed client's."""
+        client = self.connect()
+        client.send(b"SUB t c\nFIN 0123456789abcdef\nFIN\n")
+        self.assertEqual(
+            client.raw(),
+            OK
+            + frame(ERROR, b"E_FIN_FAILED FIN 0123456789abcdef failed ID not in flight")
+            + frame(ERROR, b"E_INVALID FIN insufficient number of params"),
+        )
+
+
+class FakeAuthServer:
+    """Stands for ``features.auth``: each query waits for the test to answer it."""
+
+    def __init__(self) -> None:
+        self.queries: List[Tuple[str, "Deferred[AuthState]"]] = []
+
+    def query(self, remote_ip: str, tls: bool, secret: str, common_name: str) -> "Deferred[AuthState]":
+        """Record a query; answer it with :meth:`answer`."""
+        answer: "Deferred[AuthState]" = Deferred()
+        self.queries.append((secret, answer))
+        return answer
+
+    def answer(self, clock: Clock, topic: str = "^t$", ttl: int = 3600) -> None:
+        """Answer the oldest open query with publish/subscribe rights on ``topic``."""
+        _, waiting = self.queries.pop(0)
+        authorization = Authorization(topic, [".*"], ["publish", "subscribe"])
+        waiting.callback(AuthState("worker", "", [authorization], clock.seconds() + ttl, ttl))
+
+
+class AuthOrderTests(ProtocolTestCase):
+    """With AUTH enabled, auth is checked where Go checks it for each command."""
+
+    def setUp(self) -> None:
+        super().setUp()
+        self.authd = FakeAuthServer()
+        self.factory = NSQDFactory(self.broker, self.clock, ServerFeatures(auth=self.authd))
+
+    def authed(self, ttl: int = 3600) -> Client:
+        """A client that sent AUTH and got its answer."""
+        client = self.connect()
+        client.send(b"AUTH\n" + struct.pack(">i", 1) + b"s")
+        self.authd.answer(self.clock, ttl=ttl)
+        self.clock.advance(0)
+        self.assertEqual(client.frames()[0][0], RESPONSE)
+        return client
+
+    def test_mpub_line_before_auth(self) -> None:
+        """MPUB before AUTH is E_AUTH_FIRST as soon as its line arrives; no topic is made."""
+        client = self.connect()
+        client.send(b"MPUB t\n")
+        self.assertEqual(client.raw(), frame(ERROR, b"E_AUTH_FIRST AUTH required before MPUB"))
+        self.assertTrue(client.closed)
+        self.assertIsNone(self.broker.find_topic("t"))
+
+    def test_mpub_topic_before_auth(self) -> None:
+        """MPUB's topic name is checked before auth."""
+        client = self.connect()
+        client.send(b"MPUB bad!\n")
+        self.assertEqual(
+            client.raw(), frame(ERROR, b'E_BAD_TOPIC E_BAD_TOPIC MPUB topic name "bad!" is not valid'))
+
+    def test_mpub_denied_before_body(self) -> None:
+        """MPUB to a topic without permission is E_UNAUTHORIZED, even with a bad size following."""
+        client = self.authed()
+        client.send(b"MPUB other\n" + struct.pack(">i", 0))
+        self.assertEqual(client.raw(), frame(ERROR, b'E_UNAUTHORIZED AUTH failed for MPUB on "other" ""'))
+        self.assertIsNone(self.broker.find_topic("other"))
+
+    def test_mpub_allowed(self) -> None:
+        """MPUB to an allowed topic is published."""
+        client = self.authed()
+        client.send(mpub(b"t", [b"a", b"b"]))
+        self.assertEqual(client.raw(), OK)
+        self.assertEqual(self.broker.get_topic("t").depth(), 2)
+
+    def test_mpub_expired_asks_before_body(self) -> None:
+        """With expired authorizations MPUB asks again before it reads the body, then reads it."""
+        client = self.authed(ttl=1)
+        self.clock.advance(2)
+        client.send(b"MPUB t\n" + struct.pack(">i", 0))
+        self.assertEqual((client.raw(), len(self.authd.queries)), (b"", 1))
+        self.assertIsNone(self.broker.find_topic("t"))
+        self.authd.answer(self.clock)
+        self.clock.advance(0)
+        self.assertEqual(client.raw(), frame(ERROR, b"E_BAD_BODY MPUB invalid body size 0"))
+        self.assertIsNotNone(self.broker.find_topic("t"))
+
+    def test_mpub_expired_denied(self) -> None:
+        """Expired authorizations that come back without the topic: E_UNAUTHORIZED, the body unread."""
+        client = self.authed(ttl=1)
+        self.clock.advance(2)
+        client.send(b"MPUB t\n" + struct.pack(">i", 0))
+        self.authd.answer(self.clock, topic="^x$")
+        self.clock.advance(0)
+        self.assertEqual(client.raw(), frame(ERROR, b'E_UNAUTHORIZED AUTH failed for MPUB on "t" ""'))
+        self.assertTrue(client.closed)
+
+    def test_mpub_expired_body_after_answer(self) -> None:
+        """An MPUB held for the auth server is published when its body arrives after the answer."""
+        client = self.authed(ttl=1)
+        self.clock.advance(2)
+        whole = mpub(b"t", [b"a"])
+        line = len(b"MPUB t\n")
+        client.send(whole[:line])
+        self.authd.answer(self.clock)
+        client.send(whole[line:] + b"NOP\n")
+        self.clock.advance(0)
+        self.assertEqual(client.raw(), OK)
+        self.assertEqual(self.broker.get_topic("t").depth(), 1)
+
+    def test_pub_body_before_auth(self) -> None:
+        """PUB before AUTH: the body is read (and its size checked) before auth."""
+        client = self.connect()
+        client.send(b"PUB t\n" + struct.pack(">i", 0))
+        self.assertEqual(client.raw(), frame(ERROR, b"E_BAD_MESSAGE PUB invalid message body size 0"))
+        client = self.connect()
+        client.send(b"PUB t\n")
+        self.assertEqual(client.raw(), b"")
+        client.send(struct.pack(">i", 1) + b"x")
+        self.assertEqual(client.raw(), frame(ERROR, b"E_AUTH_FIRST AUTH required before PUB"))
+
+    def test_pub_expired_refreshed(self) -> None:
+        """A PUB with expired authorizations waits for the auth server, then publishes."""
+        client = self.authed(ttl=1)
+        self.clock.advance(2)
+        client.send(pub(b"t", b"x"))
+        self.assertEqual(client.raw(), b"")
+        self.authd.answer(self.clock)
+        self.clock.advance(0)
+        self.assertEqual(client.raw(), OK)
+
+    def test_auth_params_after_sub(self) -> None:
+        """With AUTH enabled, AUTH with a parameter after SUB is the state error."""
+        client = self.authed()
+        client.send(b"SUB t c\nAUTH x\n")
+        self.assertEqual(client.raw(), OK + frame(ERROR, b"E_INVALID cannot AUTH in current state"))
+
+    def test_fin_before_sub(self) -> None:
+        """FIN has no auth check: before AUTH and SUB it is the state error."""
+        client = self.connect()
+        client.send(b"FIN\n")
+        self.assertEqual(client.raw(), frame(ERROR, b"E_INVALID cannot FIN in current state"))
+
+
 class ChannelDeletionTests(ProtocolTestCase):
     """What a consumer sees when its channel goes away."""
 
@@ -811,3 +1153,39 @@ class OutputBufferingTests(ProtocolTestCase):
 
         client.send(DeflateEncoder(1).encode(b"SUB t c\n"))
         self.assertEqual(self.inflate(client, decoder), [(RESPONSE, b"OK")])
+
+
+class BarrierTests(ProtocolTestCase):
+    """With --mem-queue-size=0 the broker's barrier runs before any output leaves."""
+
+    def setUp(self) -> None:
+        ProtocolTestCase.setUp(self)
+        # What each client had been sent when the barrier ran.
+        self.seen: List[bytes] = []
+        self.clients: List[Client] = []
+        self.broker.barrier = lambda: self.seen.append(
+            b"".join(client.transport.value() for client in self.clients)
+        )
+
+    def test_ok_after_barrier(self) -> None:
+        """A PUB's OK is written only after the barrier ran (its records are on disk by then)."""
+        producer = self.connect()
+        self.clients.append(producer)
+        producer.send(pub(b"t", b"x"))
+        self.assertEqual(self.seen, [b""])
+        self.assertEqual(producer.raw(), OK)
+
+    def test_message_after_barrier(self) -> None:
+        """A message frame is written only after the barrier ran (its flight-log entry is written by then)."""
+        consumer = self.subscribe()
+        self.clients.append(consumer)
+        del self.seen[:]
+        self.broker.get_topic("t").publish(b"x")
+        self.clock.advance(0)
+        self.assertEqual(self.seen, [b""])
+        self.assertEqual(len(self.messages(consumer)), 1)
+
+    def test_no_barrier_by_default(self) -> None:
+        """A broker on other storage has no barrier."""
+        self.make_broker()
+        self.assertIsNone(self.broker.barrier)

@@ -583,6 +583,23 @@ class TLSRequiredTests(UpgradeTestCase):
         self.assertTrue(client.closed)
         self.assertIsNone(self.broker.find_topic("t"))
 
+    def test_policy_before_everything_else(self) -> None:
+        """Before TLS the policy comes first: unknown commands and bad parameters are refused for TLS."""
+        for line, verb in (
+            (b"BOGUS\n", b"BOGUS"),
+            (b"FIN\n", b"FIN"),
+            (b"RDY x\n", b"RDY"),
+            (b"AUTH x\n", b"AUTH"),
+            (b"MPUB bad!\n", b"MPUB"),
+            (b"DPUB t x\n", b"DPUB"),
+        ):
+            client = self.connect()
+            client.send(line)
+            self.assertEqual(
+                client.raw(), frame(ERROR, b"E_INVALID cannot " + verb + b" in current state (TLS required)"), line
+            )
+            self.assertTrue(client.closed)
+
     def test_identify_without_tls_then_sub(self) -> None:
         """IDENTIFY is allowed; not asking for TLS leaves every other command refused."""
         client = self.connect()

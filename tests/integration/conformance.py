@@ -22,8 +22,10 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import socket
 import struct
+import tempfile
 import time
 import zlib
 from typing import (
@@ -231,6 +233,8 @@ BOUND_PLACEHOLDERS = frozenset(
         "lookupd_tcp_port",
         "lookupd_http_port",
         "auth_http_port",
+        "tls_cert_file",
+        "tls_key_file",
     ]
 )
 
@@ -1234,6 +1238,7 @@ class CaseReplay:
         self.auth_server: Optional[StandInAuthServer] = None
         self.lookupd: Optional[StandInLookupd] = None
         self.target: Optional[Target] = None
+        self.tls_directory: Optional[str] = None
 
     @property
     def name(self) -> str:
@@ -1242,7 +1247,17 @@ class CaseReplay:
 
     @inlineCallbacks
     def start_stand_ins(self) -> Any:
-        """Start the stand-in auth server and lookupd the case asks for."""
+        """
+        Start the stand-in auth server and lookupd the case asks for, and
+        write the TLS server files (``tls_server_files``).
+        """
+        if self.case.get("tls_server_files"):
+            from tests.integration.tls_certs import write_server_files
+
+            self.tls_directory = tempfile.mkdtemp(prefix="conformance-tls-")
+            files = write_server_files(self.tls_directory)
+            self.bindings.set("tls_cert_file", files.cert)
+            self.bindings.set("tls_key_file", files.key)
         answers = self.case.get("stand_in_auth_server")
         if answers is not None:
             self.auth_server = StandInAuthServer(answers, self.reactor)
@@ -1300,7 +1315,10 @@ class CaseReplay:
 
     @inlineCallbacks
     def close_stand_ins(self) -> Any:
-        """Stop the stand-in auth server and lookupd (after the daemons)."""
+        """Stop the stand-in auth server and lookupd (after the daemons); remove the TLS files."""
+        directory, self.tls_directory = self.tls_directory, None
+        if directory is not None:
+            shutil.rmtree(directory, ignore_errors=True)
         auth_server, self.auth_server = self.auth_server, None
         if auth_server is not None:
             yield auth_server.close()

@@ -5,6 +5,11 @@ One test per case of ``tests/fixtures/conformance/tcp_v2.json``, each against a
 brand-new in-process nsqd (``txnsq.testing.start_nsqd``) on 127.0.0.1,
 over real sockets.  The methods are generated from the fixture: the name is
 ``test_<case name>``, the docstring the case's description.
+
+The cases of ``tcp_v2_check_order.json`` (the order of each command's
+checks: TLS policy, state, auth, parameters, body) run the same way in
+:class:`TCPCheckOrderConformanceTests`.  They were derived from Go's source,
+not recorded from Go nsqd (see the fixtures' README.md).
 """
 
 from __future__ import annotations
@@ -24,6 +29,8 @@ from tests.integration.conformance import (
 from txnsq.version import NSQ_VERSION
 
 FIXTURE = "tcp_v2.json"
+#: Derived from Go nsqd v1.3.0's protocol_v2.go, not recorded.
+CHECK_ORDER_FIXTURE = "tcp_v2_check_order.json"
 
 #: Cases for features that belong to later issues; not generated until
 #: those issues land (then delete the entry and the case runs).
@@ -54,15 +61,16 @@ def _case_test(case: Mapping[str, Any]) -> Callable[[TestCase], "Deferred[None]"
     return test
 
 
-def _load() -> Tuple[List[Mapping[str, Any]], str]:
-    """The fixture's cases, or no cases and why."""
+def _load(filename: str) -> Tuple[List[Mapping[str, Any]], str]:
+    """A fixture's cases, or no cases and why."""
     try:
-        return list(load_fixture(FIXTURE)["cases"]), ""
+        return list(load_fixture(filename)["cases"]), ""
     except FixtureMissing as error:
         return [], str(error)
 
 
-CASES, MISSING = _load()
+CASES, MISSING = _load(FIXTURE)
+CHECK_ORDER_CASES, CHECK_ORDER_MISSING = _load(CHECK_ORDER_FIXTURE)
 
 
 class TCPConformanceTests(TestCase):
@@ -94,4 +102,26 @@ def _generate(cls: type, cases: List[Mapping[str, Any]]) -> None:
         setattr(cls, method.__name__, method)
 
 
+class TCPCheckOrderConformanceTests(TestCase):
+    """
+    nsqd makes each command's checks in Go nsqd v1.3.0's order (cases
+    derived from Go's protocol_v2.go, not recorded).
+    """
+
+    # The auth expiry cases wait for a 1 s TTL.
+    timeout = 60
+
+    def test_fixture_present(self) -> None:
+        """The tcp_v2_check_order.json cases are there (else every case is missing)."""
+        if CHECK_ORDER_MISSING:
+            self.fail(CHECK_ORDER_MISSING)
+        self.assertTrue(CHECK_ORDER_CASES)
+
+    def test_names_distinct_from_recorded(self) -> None:
+        """No derived case shares a name with a recorded one."""
+        recorded = {case["name"] for case in CASES}
+        self.assertEqual(sorted(recorded & {case["name"] for case in CHECK_ORDER_CASES}), [])
+
+
 _generate(TCPConformanceTests, CASES)
+_generate(TCPCheckOrderConformanceTests, CHECK_ORDER_CASES)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Dict, List, Optional
 
+from twisted.internet.defer import Deferred
 from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 
@@ -62,6 +63,11 @@ class Broker:
     :ivar topics: the topics by name.
     :ivar guid: makes message IDs (``--node-id``).
     :ivar exiting: :meth:`close` was called.
+    :ivar delivering: messages go out to consumers; cleared for good by
+        :meth:`stop_delivering` when nsqd starts shutting down.
+    :ivar barrier: with storage that must write before nsqd answers
+        (``--mem-queue-size=0``), the call that writes it; the adapters
+        call it before any answer or message leaves.  ``None`` otherwise.
     :ivar on_topology_change: called (with no argument) after a topic or
         channel is created, deleted, paused or unpaused; nsqd persists its
         metadata from there.  Which topic or channel changed is told to the
@@ -85,6 +91,13 @@ class Broker:
         self.guid = GUIDFactory(options.node_id, clock)
         self.topics: Dict[str, Topic] = {}
         self.exiting = False
+        self.delivering = True
+        barrier = getattr(storage, "barrier", None)
+        self.barrier: Optional[Callable[[], None]] = (
+            barrier(options, clock) if barrier is not None else None
+        )
+        self._drained: Optional[Deferred[None]] = None
+        self._drain_timer: Any = None
         self.on_topology_change: Optional[Callable[[], None]] = None
         self.prepare_topic: Optional[Callable[[Topic], None]] = None
         self._listeners: List[TopologyListener] = []
@@ -158,12 +171,65 @@ class Broker:
                     return error
         return None
 
+    def stop_delivering(self) -> None:
+        """
+        Send no message to any consumer from now on (the first step of a
+        clean shutdown): every channel, and any channel created later,
+        keeps what it is given, while FIN, REQ and TOUCH still work.
+        """
+        self.delivering = False
+        for topic in self.topics.values():
+            for channel in topic.channels.values():
+                channel.stop_delivering()
+
+    def in_flight_count(self) -> int:
+        """Messages in flight in every channel."""
+        return sum(
+            channel.in_flight_count
+            for topic in self.topics.values()
+            for channel in topic.channels.values()
+        )
+
+    def drain(self, grace: float) -> "Deferred[None]":
+        """
+        After :meth:`stop_delivering`: fires once no message is in flight
+        (their FINs came in, or they were requeued), or after ``grace``
+        seconds, whichever comes first.  So the FINs consumers already sent
+        are taken before the in-flight messages are saved for the next
+        start (which would deliver them again).
+        """
+        done: Deferred[None] = Deferred()
+        if self._drained is not None:
+            self._drained.chainDeferred(done)
+            return done
+        if not self.in_flight_count():
+            done.callback(None)
+            return done
+        self._drained = Deferred()
+        self._drained.chainDeferred(done)
+        self._drain_timer = self.clock.callLater(grace, self._drain_over)
+        return done
+
+    def _channel_idle(self) -> None:
+        """A channel that stopped delivering has nothing left in flight."""
+        if self._drained is not None and not self.in_flight_count():
+            self._drain_over()
+
+    def _drain_over(self) -> None:
+        timer, self._drain_timer = self._drain_timer, None
+        if timer is not None and timer.active():
+            timer.cancel()
+        drained, self._drained = self._drained, None
+        if drained is not None:
+            drained.callback(None)
+
     def close(self) -> None:
         """
         Shut down: close every topic and channel, which cancels their timers
         and closes their queues.  The topics stay listed.
         """
         self.exiting = True
+        self._drain_over()
         for topic in list(self.topics.values()):
             topic.close()
 

@@ -213,11 +213,25 @@ class Channel:
         #: ``randrange``-like source for sampling (a test seam).
         self.random_below: Callable[[int], int] = random.randrange
         queue = self._queue
+        # A queue keeping a flight log (disk, --mem-queue-size=0): every
+        # message taken out of the queue is held in the log until it is
+        # finished or back in the queue, so that a killed nsqd keeps it.
+        self._flight: Any = queue if getattr(queue, "journaled", False) else None
+        # Delivery stopped for good (nsqd is shutting down).
+        self._stopped = False
         if IDeferredStore.providedBy(queue):
             # Deferred messages kept across a restart, due at the same
             # time as before (in nanoseconds since the epoch).
             for due_ns, data in queue.load_deferred():
                 self._defer_until(due_ns / 1e9, data)
+        recover = getattr(queue, "recover_held", None)
+        if recover is not None:
+            # After a crash: in-flight messages are back in the queue, the
+            # deferred ones come here, due when they were.
+            for due_ns, data in recover():
+                self._defer_until(due_ns / 1e9, data)
+        if not broker.delivering:
+            self.stop_delivering()
 
     def __repr__(self) -> str:
         return "<Channel %s:%s depth=%d in_flight=%d deferred=%d>" % (
@@ -320,10 +334,13 @@ class Channel:
         if mine:
             in_flight = self._in_flight
             queue = self._queue
+            flight = self._flight
             for entry in mine:
                 del in_flight[entry.msg_id]
                 entry.late = 0
                 queue.put(entry.data)
+                if flight is not None:
+                    flight.release(entry.msg_id)
             consumer.in_flight_count -= len(mine)
             self.requeue_count += len(mine)
             self._check_idle()
@@ -359,6 +376,17 @@ class Channel:
         if not self._held:
             self._pump()
 
+    def stop_delivering(self) -> None:
+        """
+        Deliver nothing more, for good (nsqd is shutting down): published
+        messages, requeued ones and timed out ones stay in the queue, while
+        FIN, REQ and TOUCH of in-flight messages still work.  A hold that
+        is never released.
+        """
+        if not self._stopped:
+            self._stopped = True
+            self._held += 1
+
     # -- in-flight messages ----------------------------------------------
 
     def finish(self, consumer: Consumer, msg_id: bytes) -> None:
@@ -380,6 +408,9 @@ class Channel:
         if entry.consumer is not consumer:
             raise InFlightError(NOT_OWNER)
         del in_flight[msg_id]
+        flight = self._flight
+        if flight is not None:
+            flight.release(msg_id)
         latency = self.e2e_latency
         if latency is not None:
             latency.insert(message_timestamp(entry.data))
@@ -419,6 +450,9 @@ class Channel:
             self._defer(data, delay)
         else:
             self._queue.put(data)
+            flight = self._flight
+            if flight is not None:
+                flight.release(msg_id)
         self._check_idle()
         self._freed(consumer)
 
@@ -530,6 +564,8 @@ class Channel:
         deadline = now + consumer.msg_timeout
         entry = _InFlight(msg_id, data, consumer, now, deadline)
         self._in_flight[msg_id] = entry
+        if self._flight is not None:
+            self._flight.hold(0, data)
         flight = self._flights.get(consumer)
         if flight is None:
             flight = self._flights[consumer] = {}
@@ -577,6 +613,7 @@ class Channel:
         consumers = self.consumers
         in_flight = self._in_flight
         flights = self._flights
+        log = self._flight
         now = self.clock.seconds()
         while ready:
             consumer = ready.popitem(last=False)[0]
@@ -605,6 +642,8 @@ class Channel:
                 entry = _InFlight(msg_id, data, consumer, now, deadline)
                 in_flight[msg_id] = entry
                 flight[msg_id] = entry
+                if log is not None:
+                    log.hold(0, data)
                 consumer.in_flight_count += 1
                 timer_at = self._timer_at
                 if timer_at is None or deadline < timer_at:
@@ -692,6 +731,8 @@ class Channel:
             self._late = []
             if not self._deferred:
                 self._cancel_timer()
+            if self._stopped:
+                self.topic.broker._channel_idle()
 
     def _freed(self, consumer: Consumer) -> None:
         """The consumer has one message less in flight: maybe deliver."""
@@ -708,6 +749,8 @@ class Channel:
 
     def _defer_until(self, at: float, data: bytes) -> None:
         heapq.heappush(self._deferred, (at, self._next_seq(), data))
+        if self._flight is not None:
+            self._flight.hold(int(at * 1e9), data)
         timer_at = self._timer_at
         if timer_at is None or at < timer_at:
             self._arm(at)
@@ -763,18 +806,24 @@ class Channel:
                 entry.late = 0
                 due.append(entry)
         due.sort(key=_deadline_of)
+        flight_log = self._flight
         for entry in due:
             del in_flight[entry.msg_id]
             consumer = entry.consumer
             consumer.in_flight_count -= 1
             self.timeout_count += 1
             queue.put(entry.data)
+            if flight_log is not None:
+                flight_log.release(entry.msg_id)
             if consumer in consumers and consumer.ready_count > consumer.in_flight_count:
                 if consumer not in ready:
                     ready[consumer] = None
         deferred = self._deferred
         while deferred and deferred[0][0] <= limit:
-            queue.put(heapq.heappop(deferred)[2])
+            data = heapq.heappop(deferred)[2]
+            queue.put(data)
+            if flight_log is not None:
+                flight_log.release(data[10:26])
         self._check_idle()
         self._pump()
         self._rearm()

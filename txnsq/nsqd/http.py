@@ -116,6 +116,15 @@ class NSQDHTTPAPI(GoRouter, PprofHandlers):
         self.options_changed = options_changed
         self._profiler = ReactorProfiler(broker.clock)
 
+    def _commit(self) -> None:
+        """
+        With ``--mem-queue-size=0``: write what a publish stored before its
+        ``OK`` is sent (see :attr:`Broker.barrier`).
+        """
+        barrier = self.broker.barrier
+        if barrier is not None:
+            barrier()
+
     def _seconds(self) -> float:
         """Requests are timed by the broker's clock."""
         return float(self.broker.clock.seconds())
@@ -247,6 +256,7 @@ class NSQDHTTPAPI(GoRouter, PprofHandlers):
                 topic.publish(body)
         except PublishError:
             raise APIError(503, "EXITING")
+        self._commit()
         return "OK"
 
     @go_route(app, "POST", "/mpub", logged=False, routes=ROUTES)
@@ -277,6 +287,7 @@ class NSQDHTTPAPI(GoRouter, PprofHandlers):
             topic.publish_many(messages)
         except PublishError:
             raise APIError(503, "EXITING")
+        self._commit()
         return "OK"
 
     @go_route(app, "GET", "/stats", routes=ROUTES)

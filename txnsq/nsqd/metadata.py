@@ -68,6 +68,10 @@ METADATA_FILE_NAME = "nsqd.dat"
 #: channel ``t:c``): its presence means the queue may hold messages.
 _QUEUE_META_SUFFIX = ".diskqueue.meta.dat"
 
+#: A queue's flight log (``--mem-queue-size=0``): a channel whose messages
+#: all went straight to its consumers may have only this file.
+_QUEUE_FLIGHT_SUFFIX = ".diskqueue.flight.dat"
+
 # Go names its temporary file after rand.Int(), a non-negative int63.
 _random = random.Random()
 
@@ -500,8 +504,10 @@ class MetadataStore:
         A missing file is a fresh start.  A file that is not Go's format is
         logged and moved aside to ``nsqd.dat.bad`` (``.bad.1``, ... if
         taken).  Entries with invalid names are logged and skipped.  Each
-        ``NAME.diskqueue.meta.dat`` in the data path whose topic or channel
-        was not listed is recreated (and logged): its messages are kept.
+        ``NAME.diskqueue.meta.dat`` (or flight log,
+        ``NAME.diskqueue.flight.dat``) in the data path whose topic or
+        channel was not listed is recreated (and logged): its messages are
+        kept.
 
         As Go starts a loaded topic's message pump only once its channels
         exist, topics are held (paused) while loading, so each channel
@@ -609,9 +615,12 @@ class MetadataStore:
             )
             return
         for filename in filenames:
-            if not filename.endswith(_QUEUE_META_SUFFIX):
+            for suffix in (_QUEUE_META_SUFFIX, _QUEUE_FLIGHT_SUFFIX):
+                if filename.endswith(suffix):
+                    break
+            else:
                 continue
-            queue_name = filename[: -len(_QUEUE_META_SUFFIX)]
+            queue_name = filename[: -len(suffix)]
             topic_name, colon, channel_name = queue_name.partition(":")
             if not is_valid_topic_name(topic_name) or (
                 colon and not is_valid_channel_name(channel_name)

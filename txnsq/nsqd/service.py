@@ -37,6 +37,11 @@ from txnsq.nsqd.tls import TLSConfigError, tls_server_options
 from txnsq.storage.plugins import get_storage_backend
 
 
+#: How long a clean shutdown waits at most for the FINs of in-flight
+#: messages (it goes on as soon as none is in flight).
+SHUTDOWN_GRACE = 2.0
+
+
 class NSQDService(MultiService):
     """
     One nsqd: a broker plus its TCP and HTTP listeners, and an HTTPS
@@ -50,6 +55,10 @@ class NSQDService(MultiService):
     """
 
     _log = Logger()
+
+    #: Seconds a clean shutdown waits, once it stopped delivering, for
+    #: consumers to FIN the messages they hold.
+    shutdown_grace = SHUTDOWN_GRACE
 
     def __init__(self, options: NSQDOptions, reactor: Optional[Any] = None) -> None:
         MultiService.__init__(self)
@@ -232,17 +241,33 @@ class NSQDService(MultiService):
 
     def stopService(self) -> "Deferred[None]":
         """
-        Stop listening and leave the nsqlookupds, disconnect every client,
-        then close the broker.
+        Stop delivering messages, stop listening and leave the
+        nsqlookupds; give consumers up to :attr:`shutdown_grace` seconds
+        for the FINs of the messages they hold (those already on their way
+        are read); then disconnect every client and close the broker, which
+        saves what is queued, in flight and deferred.
         """
-        self._log.info("TCP: closing {count} clients", count=len(self.tcp_factory.clients))
+        self.broker.stop_delivering()
         left: Deferred[None] = (
             self.lookup.stopService() if self.lookup.running else succeed(None)
         )
         stopped = maybeDeferred(MultiService.stopService, self)
         stopped.addBoth(lambda result: left.addCallback(lambda _: result))
 
+        def drain(result: object) -> object:
+            in_flight = self.broker.in_flight_count()
+            if in_flight:
+                self._log.info(
+                    "NSQ: waiting up to {grace}s for the FINs of {count} in-flight messages",
+                    grace=self.shutdown_grace,
+                    count=in_flight,
+                )
+            return self.broker.drain(self.shutdown_grace).addCallback(lambda _: result)
+
+        stopped.addBoth(drain)
+
         def close(result: object) -> object:
+            self._log.info("TCP: closing {count} clients", count=len(self.tcp_factory.clients))
             self.tcp_factory.close_all()
             self.broker.close()
             if self.metadata is not None:

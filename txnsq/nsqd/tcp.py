@@ -39,7 +39,8 @@ from txnsq.protocol.compression import (
     SnappyDecoder,
     SnappyEncoder,
 )
-from txnsq.protocol.errors import ProtocolError, go_quote, protocol_error
+from txnsq.protocol.auth import unauthorized_description
+from txnsq.protocol.errors import ProtocolError, protocol_error
 from txnsq.protocol.go_json import go_json
 from txnsq.protocol.frames import (
     CLOSE_WAIT_FRAME,
@@ -69,6 +70,7 @@ from txnsq.protocol.v2 import (
 if TYPE_CHECKING:
     from txnsq.nsqd.broker import Broker
     from txnsq.nsqd.channel import Channel
+    from txnsq.nsqd.topic import Topic
 
 MAGIC_V2 = b"  V2"
 
@@ -216,6 +218,8 @@ class NSQDProtocol(Protocol):
         self.auth_state: Any = None  # txnsq.protocol.auth.AuthState
         self._blocked = False
         self._held_command: Optional[Command] = None
+        # The topic of the MPUB whose body is being read.
+        self._mpub_topic: Optional[Topic] = None
         self._auth_secret = ""
         self._auth_query: Any = None  # Deferred of a pending auth query
         self._magic = b""
@@ -225,11 +229,7 @@ class NSQDProtocol(Protocol):
             max_req_timeout_ms=int(options.max_req_timeout * 1000),
             precheck=self._precheck,
             # Only when needed: the hook takes PUB off the parser's fast path.
-            early_check=(
-                self._early_check
-                if features.tls_required or features.auth_required
-                else None
-            ),
+            early_check=self._early_check if features.tls_required else None,
         )
         self._dead = False
         self._heartbeat_call: Optional[IDelayedCall] = None
@@ -350,13 +350,14 @@ class NSQDProtocol(Protocol):
                     command = parser.next_command()
                     if command is None:
                         return
-                    handler = handlers.get(command.name)
+                    name = command.name
+                    # Go's order: the TLS policy, then the command's own
+                    # checks, an unknown command included.
+                    if self._needs_tls and name != b"IDENTIFY":
+                        self._refuse_without_tls(name)
+                    handler = handlers.get(name)
                     if handler is None:
-                        raise protocol_error(
-                            "E_INVALID", b"invalid command " + command.name
-                        )
-                    if self._needs_tls and command.name != b"IDENTIFY":
-                        self._refuse_without_tls(command.name)
+                        raise protocol_error("E_INVALID", b"invalid command " + name)
                     handler(command)
                 except ProtocolError as error:
                     self._send_error(error)
@@ -501,6 +502,11 @@ class NSQDProtocol(Protocol):
         self._out_size = 0
         if self.state == STATE_CLOSED or self.transport is None:
             return
+        barrier = self.broker.barrier
+        if barrier is not None:
+            # --mem-queue-size=0: an OK (or a message) leaves only once the
+            # records and flight-log entries it depends on are written.
+            barrier()
         data = out[0] if len(out) == 1 else b"".join(out)
         encoder = self._encoder
         self.transport.write(data if encoder is None else encoder.encode(data))
@@ -513,11 +519,9 @@ class NSQDProtocol(Protocol):
         )
 
     def _early_check(self, name: bytes, params: List[bytes]) -> None:
-        """Go's checks before a body command's line: TLS policy, AUTH state."""
+        """Go's check before a body command's line: the TLS policy."""
         if self._needs_tls and name != b"IDENTIFY":
             self._refuse_without_tls(name)
-        if name == b"AUTH" and self.state != STATE_INIT:
-            raise protocol_error("E_INVALID", "cannot AUTH in current state")
 
     def _send_error(self, error: ProtocolError) -> None:
         self._write(encode_frame(FRAME_TYPE_ERROR, error.frame_data()))
@@ -574,12 +578,37 @@ class NSQDProtocol(Protocol):
         )
         self._abort()
 
-    def _precheck(self, name: bytes, params: List[bytes]) -> None:
-        """State checks Go makes before it reads a command's body."""
-        if name == b"IDENTIFY" and self.state != STATE_INIT:
-            raise protocol_error("E_INVALID", "cannot IDENTIFY in current state")
-        if name == b"AUTH" and self.state != STATE_INIT:
-            raise protocol_error("E_INVALID", "cannot AUTH in current state")
+    def _precheck(self, name: bytes, params: List[bytes]) -> bool:
+        """
+        The checks Go makes before it reads a command's body, at Go's place
+        for each command (the parser calls this once per body command):
+        IDENTIFY's and AUTH's state, MPUB's auth.  ``False`` holds the body
+        until the auth server has answered.
+
+        :raises ProtocolError: E_INVALID (wrong state), MPUB's auth errors.
+        """
+        if name == b"PUB":
+            return True
+        if name == b"MPUB":
+            # Go's MPUB checks auth once its line is checked, before the
+            # body, and gets (so creates) the topic then: an MPUB whose body
+            # turns out bad leaves the topic behind.
+            topic_name = params[0].decode("ascii")
+            if self.features.auth is not None and not self._check_auth(
+                "MPUB", topic_name, "", lambda: self._mpub_get_topic(topic_name)
+            ):
+                return False
+            self._mpub_topic = self.broker.get_topic(topic_name)
+            return True
+        if name == b"IDENTIFY" or name == b"AUTH":
+            if self.state != STATE_INIT:
+                raise protocol_error("E_INVALID", b"cannot " + name + b" in current state")
+        return True
+
+    def _mpub_get_topic(self, topic_name: str) -> None:
+        # Kept for the handler, as Go keeps it: a topic deleted while the
+        # body arrives makes the MPUB fail ("exiting"), not come back.
+        self._mpub_topic = self.broker.get_topic(topic_name)
 
     def _require_state(self, verb: str, *states: int) -> None:
         if self.state not in states:
@@ -746,31 +775,52 @@ class NSQDProtocol(Protocol):
 
     def _authorized(self, command: Command, topic: str, channel: str) -> bool:
         """
-        Go's CheckAuth before PUB, MPUB, DPUB and SUB.  ``False`` means the
-        authorizations expired and are being fetched again: the command is
-        held and runs again once they are back.
+        Go's CheckAuth before SUB, PUB and DPUB (MPUB's is its precheck).
+        ``False`` means the authorizations expired and are being fetched
+        again: the command is held and runs again once they are back.
 
         :raises ProtocolError: E_AUTH_FIRST, E_UNAUTHORIZED (fatal).
         """
         if self.features.auth is None:
             return True
+        return self._check_auth(command.name.decode("ascii"), topic, channel, _nothing, command)
+
+    def _check_auth(
+        self,
+        verb: str,
+        topic: str,
+        channel: str,
+        then: Callable[[], None],
+        held: Optional[Command] = None,
+    ) -> bool:
+        """
+        Go's CheckAuth.  ``False`` means the authorizations expired and are
+        being fetched again (reading pauses, ``held`` waits); once they are
+        back and allow ``topic``/``channel``, ``then()`` runs, then ``held``
+        and the commands after it.  (The auth server answers asynchronously:
+        it is an HTTP request.)
+
+        :raises ProtocolError: E_AUTH_FIRST, E_UNAUTHORIZED (fatal), now or
+            (E_UNAUTHORIZED) when the new authorizations arrive.
+        """
+        if self.features.auth is None:
+            return True
         state = self.auth_state
-        verb = command.name.decode("ascii")
         if state is None:
             raise protocol_error("E_AUTH_FIRST", "AUTH required before %s" % (verb,))
         if state.is_expired(self.clock.seconds()):
-            self._held_command = command
+            self._held_command = held
 
             def refreshed(new_state: Any) -> None:
                 self.auth_state = new_state
+                if not new_state.is_allowed(topic, channel):
+                    raise protocol_error("E_UNAUTHORIZED", unauthorized_description(verb, topic, channel))
+                then()
 
             self._ask_auth_server(self._auth_secret, refreshed)
             return False
         if not state.is_allowed(topic, channel):
-            raise protocol_error(
-                "E_UNAUTHORIZED",
-                "AUTH failed for %s on %s %s" % (verb, go_quote(topic), go_quote(channel)),
-            )
+            raise protocol_error("E_UNAUTHORIZED", unauthorized_description(verb, topic, channel))
         return True
 
     def _sub(self, command: Command) -> None:
@@ -800,6 +850,10 @@ class NSQDProtocol(Protocol):
         self.channel.consumer_ready(self)
 
     def _fin(self, command: Command) -> None:
+        # Go's order: the state, then the parameters.
+        state = self.state
+        if state != STATE_SUBSCRIBED and state != STATE_CLOSING:
+            self._require_state("FIN", STATE_SUBSCRIBED, STATE_CLOSING)
         self._finish_all([parse_fin(command.params)])
 
     def _finish_all(self, msg_ids: List[bytes]) -> None:
@@ -876,10 +930,11 @@ class NSQDProtocol(Protocol):
     def _mpub(self, command: Command) -> None:
         bodies = command.body
         assert isinstance(bodies, list)
-        name = command.params[0].decode("ascii")
-        if not self._authorized(command, name, ""):
-            return
-        topic = self.broker.get_topic(name)
+        # Auth was checked and the topic got before the body: _precheck.
+        topic = self._mpub_topic
+        self._mpub_topic = None
+        assert topic is not None
+        name = topic.name
         try:
             topic.publish_many(bodies)
         except PublishError as error:
@@ -902,6 +957,10 @@ class NSQDProtocol(Protocol):
         counts = self.pub_counts
         counts[name] = counts.get(name, 0) + 1
         self._write(OK_FRAME)
+
+
+def _nothing() -> None:
+    """Nothing more to do."""
 
 
 def _is_tls_failure(reason: Failure) -> bool:

@@ -76,8 +76,18 @@ class Topic:
         # Deferred publishes waiting for a channel, with their delays (Go
         # starts the delay when a channel takes the message).
         self._backlog: List[Tuple[bytes, float]] = []
+        # A queue keeping a flight log (disk, --mem-queue-size=0) holds the
+        # backlog's messages there until a channel has them.
+        self._flight: Any = self._queue if getattr(self._queue, "journaled", False) else None
         if IDeferredStore.providedBy(self._queue):
             for delay_ns, data in self._queue.load_deferred():
+                self._backlog.append((data, delay_ns / 1e9))
+                if self._flight is not None:
+                    self._flight.hold(delay_ns, data)
+        recover = getattr(self._queue, "recover_held", None)
+        if recover is not None:
+            # After a crash: the deferred publishes that were waiting.
+            for delay_ns, data in recover():
                 self._backlog.append((data, delay_ns / 1e9))
         # A pending call handing held messages over to the channels.
         self._handover: Any = None
@@ -187,6 +197,8 @@ class Topic:
                 channel.put_deferred(data, delay)
         else:
             self._backlog.append((data, delay))
+            if self._flight is not None:
+                self._flight.hold(int(delay * 1e9), data)
 
     # -- channels --------------------------------------------------------
 
@@ -331,9 +343,12 @@ class Topic:
         if self._backlog:
             targets = self._targets
             backlog, self._backlog = self._backlog, []
+            flight = self._flight
             for data, delay in backlog:
                 for channel in targets:
                     channel.put_deferred(data, delay)
+                if flight is not None:
+                    flight.release(data[10:26])
         if self._handover is None:
             self._hand_over()
 

@@ -13,6 +13,8 @@ and the benchmarks share it.
 - :mod:`txnsq.protocol.v2`: ``V2CommandParser`` (server side) and the
   line-command parameter parsers
 - :mod:`txnsq.protocol.identify`: IDENTIFY negotiation and replies
+- :mod:`txnsq.protocol.metaq`: the MetaQ text protocol (requests, replies,
+  both sides) and MetaQ's message record layout
 """
 
-__all__ = ["errors", "frames", "identify", "message", "names", "v2"]
+__all__ = ["errors", "frames", "identify", "message", "metaq", "names", "v2"]

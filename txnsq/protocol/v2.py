@@ -55,8 +55,10 @@ MAX_LINE_LENGTH = 16 * 1024
 #: The commands followed by a size and a body.
 BODY_COMMANDS = frozenset([b"IDENTIFY", b"AUTH", b"PUB", b"DPUB", b"MPUB"])
 
-#: ``hook(name, params)``; may raise :class:`ProtocolError`.
-Precheck = Callable[[bytes, List[bytes]], None]
+#: ``hook(name, params)``; may raise :class:`ProtocolError`.  A precheck
+#: may also return ``False`` to hold the command before its body (see
+#: :class:`V2CommandParser`); any other return value lets the parser go on.
+Precheck = Callable[[bytes, List[bytes]], Optional[bool]]
 
 _INT32 = struct.Struct(">i")
 _unpack_int32 = _INT32.unpack_from
@@ -316,16 +318,21 @@ class V2CommandParser:
     :meth:`next_command` leaves the parser dead: it ignores input and
     returns None from then on.
 
-    Hooks, for the state checks Go makes before it reads a body; each is
-    called once per body command and may raise :class:`ProtocolError`:
+    Hooks, for the checks Go makes before it reads a body; each is called
+    once per body command and may raise :class:`ProtocolError`:
 
     - ``early_check(name, params)``: before any check of the command line.
-      Go's place for its TLS-required policy (every command but IDENTIFY)
-      and for AUTH's state check, which comes before AUTH's parameter check.
-    - ``precheck(name, params)``: after the line checks (parameter count,
-      topic name, DPUB's defer) and before the size is read.  Go's place
-      for IDENTIFY's state check and for MPUB's auth check.  (PUB and DPUB
-      check auth after reading the body: do that when handling them.)
+      Go's place for its TLS-required policy (every command but IDENTIFY).
+    - ``precheck(name, params)``: where Go makes the command's state or auth
+      check, always before the size is read: for AUTH before its parameter
+      check (Go's AUTH state check comes first), for the others after the
+      line checks (parameter count, topic name, DPUB's defer).  Go's place
+      for IDENTIFY's and AUTH's state checks and for MPUB's auth check.
+      (PUB and DPUB check auth after reading the body: do that when
+      handling them.)  A precheck that returns ``False`` holds the command
+      before its body: :meth:`next_command` returns None, its bytes stay
+      unread, and a later call reads on from there without running the
+      hooks again -- for an auth check that must ask the auth server first.
     """
 
     __slots__ = (
@@ -447,7 +454,8 @@ class V2CommandParser:
 
     def next_command(self) -> Optional[Command]:
         """
-        The next complete command, or None until more bytes arrive.
+        The next complete command, or None until more bytes arrive (or
+        while a precheck holds a body command: call again once it may go on).
 
         :raises ProtocolError: a framing error (Go's code and text; fatal).
         :raises LineTooLong: 16 KiB without a newline: close the connection
@@ -485,10 +493,13 @@ class V2CommandParser:
                         del parts[0]
                         if self._precheck is not None:
                             try:
-                                self._precheck(name, parts)
+                                go_on = self._precheck(name, parts)
                             except ProtocolError:
                                 self._die()
                                 raise
+                            if go_on is False:
+                                self._hold(Command(name, parts), _SIZE)
+                                return None
                         self._pos = stop
                         if body_size < _VIEW_THRESHOLD:
                             return Command(name, parts, bytes(buf[start:stop]))
@@ -500,10 +511,20 @@ class V2CommandParser:
     def _begin(self, name: bytes, params: List[bytes]) -> Optional[Command]:
         """Check a body command's line, in Go's order, then read its body."""
         defer_ms = 0
+        precheck = self._precheck
+        go_on: Optional[bool] = True
         try:
             if self._early_check is not None:
                 self._early_check(name, params)
-            if name == b"PUB":
+            if name == b"AUTH":
+                # Go checks AUTH's state before its parameters.
+                if precheck is not None:
+                    go_on = precheck(name, params)
+                    precheck = None
+                if params:
+                    raise protocol_error("E_INVALID", "AUTH invalid number of parameters")
+                stage = _SIZE
+            elif name == b"PUB":
                 _check_topic("PUB", params, 1)
                 stage = _SIZE
             elif name == b"MPUB":
@@ -523,20 +544,25 @@ class V2CommandParser:
                     )
                 defer_ms = defer_ns // _NS_PER_MS
                 stage = _SIZE
-            elif name == b"AUTH":
-                if params:
-                    raise protocol_error("E_INVALID", "AUTH invalid number of parameters")
-                stage = _SIZE
             else:  # IDENTIFY: no line checks
                 stage = _SIZE
-            if self._precheck is not None:
-                self._precheck(name, params)
+            if precheck is not None:
+                go_on = precheck(name, params)
         except ProtocolError:
             self._die()
             raise
-        self._cmd = Command(name, params, None, defer_ms)
+        command = Command(name, params, None, defer_ms)
+        if go_on is False:
+            self._hold(command, stage)
+            return None
+        self._cmd = command
         self._stage = stage
         return self._resume()
+
+    def _hold(self, command: Command, stage: int) -> None:
+        """A precheck held ``command``: its body is read on a later call."""
+        self._cmd = command
+        self._stage = stage
 
     def _resume(self) -> Optional[Command]:
         """Go on reading the pending body command as far as the bytes allow."""

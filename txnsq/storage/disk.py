@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import os
 import random
+import weakref
 from collections import deque
 from typing import Any, Callable, Deque, Dict, List, Optional, Tuple
 
@@ -49,10 +50,11 @@ from txnsq.storage.diskqueue_format import (
     parse_segment_file_name,
     segment_file_name,
 )
+from txnsq.storage.flight_log import FlightLog, flight_file_name
 from txnsq.storage.interfaces import IBackendQueue, IDeferredStore, IStorageBackend
 from txnsq.storage.sync_worker import SyncWorker
 
-__all__ = ["DiskQueue", "DiskStorage", "write_file_atomically"]
+__all__ = ["Committer", "DiskQueue", "DiskStorage", "write_file_atomically"]
 
 #: Pending records are written once they reach this size, even mid-turn.
 FLUSH_BYTES = 256 * 1024
@@ -95,6 +97,97 @@ def write_file_atomically(path: str, data: bytes) -> None:
         raise
 
 
+class _Queued:
+    """A queue's place in its committer's next turn (an ``IDelayedCall`` look-alike)."""
+
+    __slots__ = ("_committer", "_queue")
+
+    def __init__(self, committer: "Committer", queue: "DiskQueue") -> None:
+        self._committer = committer
+        self._queue = queue
+
+    def active(self) -> bool:
+        return self._queue in self._committer._dirty
+
+    def cancel(self) -> None:
+        self._committer._discard(self._queue)
+
+
+class Committer:
+    """
+    Ends the reactor turn of every queue of one storage together, in an
+    order that never leaves a message only in memory (``--mem-queue-size=0``).
+
+    :meth:`commit` writes, for every queue changed since the last one:
+    first the segment records (``fsync`` with ``--sync-every=1``), then the
+    flight logs, channels' before topics' (a deferred message moves from a
+    topic's log to a channel's), then each queue's meta file as its sync
+    policy says, and last removes the segments read to their end.  So a
+    queue's read position never passes a message before the log holding it
+    is written, and a log never releases a message put back in a queue
+    before its record is written.  nsqd calls :meth:`commit` before any
+    answer or message leaves (so an ``OK`` follows its records); otherwise
+    it runs once per reactor turn.
+
+    :param clock: the reactor whose turns are meant.
+    :param sync: ``--sync-every=1``: ``fsync`` segment records before the
+        logs that depend on them are written.
+    """
+
+    def __init__(self, clock: Any, sync: bool) -> None:
+        self._clock = clock
+        self.sync = sync
+        self._dirty: Dict["DiskQueue", None] = {}
+        self._call: Any = None
+
+    def dirty(self, queue: "DiskQueue") -> _Queued:
+        """``queue`` changed: include it in the next commit."""
+        self._dirty[queue] = None
+        if self._call is None:
+            self._call = self._clock.callLater(0, self._turn)
+        return _Queued(self, queue)
+
+    def _discard(self, queue: "DiskQueue") -> None:
+        """``queue`` wrote its changes itself (it closed)."""
+        dirty = self._dirty
+        dirty.pop(queue, None)
+        call = self._call
+        if not dirty and call is not None:
+            self._call = None
+            if call.active():
+                call.cancel()
+
+    def _turn(self) -> None:
+        self._call = None
+        self.commit()
+
+    def commit(self) -> None:
+        """Write every change made since the last commit, now."""
+        call, self._call = self._call, None
+        if call is not None and call.active():
+            call.cancel()
+        dirty = self._dirty
+        if not dirty:
+            return
+        queues = list(dirty)
+        dirty.clear()
+        for queue in queues:
+            queue._flush()
+        if self.sync:
+            for queue in queues:
+                if queue._unsynced or queue._need_sync:
+                    queue._fsync_write_file()
+        # Channels (``topic:channel``) before topics.
+        for queue in queues:
+            if ":" in queue.name:
+                queue._write_flight()
+        for queue in queues:
+            if ":" not in queue.name:
+                queue._write_flight()
+        for queue in queues:
+            queue._end_of_turn()
+
+
 @implementer(IBackendQueue, IDeferredStore)
 class DiskQueue:
     """
@@ -115,8 +208,14 @@ class DiskQueue:
     :param sync_worker: where periodic syncs run, off the reactor thread;
         ``None`` syncs inline.  With ``sync_every=1`` syncs are always
         inline, so that a publish is on disk before its ``OK`` leaves.
+    :param committer: ends this queue's reactor turns together with the
+        other queues' (:class:`Committer`), and makes the queue keep a
+        flight log of the messages its owner holds (:meth:`hold`,
+        :meth:`release`); ``None``: the queue ends its own turns and keeps
+        no log.
 
     :ivar error: why writes fail right now, or ``None``.
+    :ivar journaled: whether :meth:`hold` and :meth:`release` are kept.
     """
 
     limit = None
@@ -132,9 +231,18 @@ class DiskQueue:
         sync_every: int,
         sync_timeout: float,
         sync_worker: Optional[SyncWorker] = None,
+        committer: Optional[Committer] = None,
     ) -> None:
         self.name = name
         self._worker = sync_worker
+        self._committer = committer
+        self.journaled = committer is not None
+        self._flight = FlightLog(
+            os.path.join(directory, flight_file_name(name)),
+            sync=sync_every == 1,
+        )
+        # Segments read to their end, removed once the turn is written.
+        self._done_segments: List[int] = []
         self.error: Optional[str] = None
         self._directory = directory
         self._clock = clock
@@ -175,6 +283,10 @@ class DiskQueue:
         self._copies = 0
         self._unread_copies: Dict[bytes, int] = {}
         self._saved: Optional[Tuple[DeferredState, List[Tuple[int, bytes]]]] = None
+        # After a crash: deferred messages held again whose plain copies
+        # may still be in the segments, before this position.
+        self._held_copies: Dict[bytes, int] = {}
+        self._held_copies_end = (0, 0)
         self._to_save: List[Tuple[int, bytes]] = []
         self._closed = False
         #: The function writing bytes to a file descriptor; a test seam for
@@ -242,6 +354,9 @@ class DiskQueue:
         self._drop_disk_part()
         self._remove(deferred_file_name(self.name))
         self._saved = None
+        self._flight.release_all()
+        self._write_flight()
+        self._done_segments = []
         if self.error is not None:
             self._recovered()
         self._sync()
@@ -289,6 +404,11 @@ class DiskQueue:
             )
         elif deferred:
             self._write_deferred(deferred, runs)
+        self._remove_done_segments()
+        if not lost:
+            # Everything held is in the segments (or the deferred file) now.
+            self._flight.remove()
+        self._flight.close()
         self._close_files()
         self._cancel_timers()
 
@@ -307,6 +427,8 @@ class DiskQueue:
             self._remove(segment_file_name(self.name, number))
         self._remove(meta_file_name(self.name))
         self._remove(deferred_file_name(self.name))
+        self._flight.remove()
+        self._done_segments = []
         self._depth = 0
 
     # -- IDeferredStore ----------------------------------------------------
@@ -332,6 +454,94 @@ class DiskQueue:
         self._unread_copies = unread
         self._remove(deferred_file_name(self.name))
         return items
+
+    # -- flight log --------------------------------------------------------
+
+    def hold(self, due: int, data: bytes) -> None:
+        """
+        The owner holds the message ``data`` outside the queue: in flight
+        (``due`` 0) or deferred (``due`` is the owner's, kept with it).
+        Logged only while :attr:`journaled`.
+        """
+        self._flight.hold(due, data)
+        if self._flush_call is None and not self._closed:
+            self._flush_call = self._turn_call()
+
+    def release(self, msg_id: bytes) -> None:
+        """The owner no longer holds the message ``msg_id`` (finished, or put back)."""
+        self._flight.release(msg_id)
+        if self._flush_call is None and not self._closed:
+            self._flush_call = self._turn_call()
+
+    def recover_held(self) -> List[Tuple[int, bytes]]:
+        """
+        After a crash: the messages the owner held when it died.  Those that
+        were in flight are appended to the queue here (and synced); the
+        deferred ones are returned as ``(due, data)``, still held.
+        Returns nothing after a clean shutdown.
+        """
+        items = self._flight.recover()
+        if not items:
+            return []
+        deferred = [(due, data) for due, data in items if due]
+        in_flight = [data for due, data in items if not due]
+        if deferred:
+            # A clean shutdown before the crash may have left plain copies
+            # of them in the segments, whose skipping was not recorded:
+            # skip records equal to them, up to where the segments ended.
+            copies: Dict[bytes, int] = {}
+            for _, data in deferred:
+                copies[data] = copies.get(data, 0) + 1
+            self._held_copies = copies
+            self._held_copies_end = (self._write_file, self._write_pos)
+        _log.warn(
+            "DISKQUEUE({name}): recovered {in_flight} in-flight and {deferred} "
+            "deferred messages from {file}",
+            name=self.name,
+            in_flight=len(in_flight),
+            deferred=len(deferred),
+            file=flight_file_name(self.name),
+        )
+        for data in in_flight:
+            self._flight.release(data[10:26])
+            self._append(data)
+        self._sync()
+        try:
+            self._flight.rewrite()
+        except OSError as error:
+            _log.error(
+                "DISKQUEUE({name}) failed to write {file} - {error}",
+                name=self.name,
+                file=flight_file_name(self.name),
+                error=error,
+            )
+        return deferred
+
+    def _write_flight(self) -> None:
+        """Write the flight log's changes (part of a commit)."""
+        flight = self._flight
+        if flight.dirty:
+            try:
+                flight.write()
+            except OSError as error:
+                _log.error(
+                    "DISKQUEUE({name}) failed to write {file} - {error}",
+                    name=self.name,
+                    file=flight_file_name(self.name),
+                    error=error,
+                )
+
+    def _turn_call(self) -> Any:
+        """Have :meth:`_end_of_turn` run at the end of this reactor turn."""
+        committer = self._committer
+        if committer is not None:
+            return committer.dirty(self)
+        return self._clock.callLater(0, self._end_of_turn)
+
+    def _remove_done_segments(self) -> None:
+        done, self._done_segments = self._done_segments, []
+        for number in done:
+            self._remove(segment_file_name(self.name, number))
 
     # -- public extras -----------------------------------------------------
 
@@ -529,7 +739,7 @@ class DiskQueue:
             self._flush()
         # The end of the turn writes what is left and syncs when it is time.
         if self._flush_call is None and not self._closed:
-            self._flush_call = self._clock.callLater(0, self._end_of_turn)
+            self._flush_call = self._turn_call()
 
     def _roll(self) -> None:
         """Start the next segment (after writing and syncing this one)."""
@@ -629,6 +839,8 @@ class DiskQueue:
     def _end_of_turn(self) -> None:
         """Write what this reactor turn put; sync if it is time to."""
         self._flush_call = None
+        if self._done_segments:
+            self._remove_done_segments()
         if not self._flush():
             return
         if self._need_sync:
@@ -643,7 +855,7 @@ class DiskQueue:
         """Sync at the end of this turn."""
         self._need_sync = True
         if self._flush_call is None and not self._closed:
-            self._flush_call = self._clock.callLater(0, self._end_of_turn)
+            self._flush_call = self._turn_call()
 
     def _on_sync_timer(self) -> None:
         self._sync_call = None
@@ -768,6 +980,8 @@ class DiskQueue:
                 self._next_read_file()
             if self._copies and self._skip_copy(number, pos, data):
                 continue
+            if self._held_copies and self._skip_held_copy(number, pos, data):
+                continue
             return data
 
     def _read_pending(self, offset: int) -> Optional[bytes]:
@@ -797,6 +1011,22 @@ class DiskQueue:
             self._unread_copies[data] = unread - 1
         return True
 
+    def _skip_held_copy(self, number: int, pos: int, data: bytes) -> bool:
+        """Whether the record read at ``number``/``pos`` is a plain copy
+        of a deferred message recovered from the flight log."""
+        copies = self._held_copies
+        if (number, pos) >= self._held_copies_end:
+            copies.clear()
+            return False
+        left = copies.get(data)
+        if not left:
+            return False
+        if left == 1:
+            del copies[data]
+        else:
+            copies[data] = left - 1
+        return True
+
     def _unread_runs(self) -> List[List[int]]:
         """The runs of copies not read yet, starting where they now start."""
         runs = [list(run) for run in self._runs]
@@ -811,7 +1041,7 @@ class DiskQueue:
         self._unsynced += 1
         if self._flush_call is None and not self._closed:
             if 0 < self._sync_every <= self._unsynced:
-                self._flush_call = self._clock.callLater(0, self._end_of_turn)
+                self._flush_call = self._turn_call()
             elif self._sync_call is None:
                 self._sync_call = self._clock.callLater(self._sync_timeout, self._on_sync_timer)
 
@@ -863,7 +1093,11 @@ class DiskQueue:
     def _next_read_file(self) -> None:
         """The segment is read: delete it and go on to the next."""
         self._close_read_file()
-        self._remove(segment_file_name(self.name, self._read_file))
+        if self._committer is not None:
+            # Not before the flight log holding its last messages is written.
+            self._done_segments.append(self._read_file)
+        else:
+            self._remove(segment_file_name(self.name, self._read_file))
         self._read_file += 1
         self._read_pos = 0
         self._schedule_sync()
@@ -944,6 +1178,7 @@ class DiskQueue:
         self._forget_copies()
 
     def _forget_copies(self) -> None:
+        self._held_copies.clear()
         self._runs.clear()
         self._copies = 0
         self._unread_copies = {}
@@ -1041,10 +1276,37 @@ class DiskStorage:
 
     def __init__(self) -> None:
         self._worker: Optional[SyncWorker] = None
+        # Per clock (reactor), per --sync-every=1 or not.
+        self._committers: "weakref.WeakKeyDictionary[Any, Dict[bool, Committer]]" = (
+            weakref.WeakKeyDictionary()
+        )
+
+    def barrier(self, options: Any, clock: Any) -> Optional[Callable[[], None]]:
+        """
+        With ``--mem-queue-size=0``: what nsqd must call before an answer
+        or a message leaves it, so that every record it depends on is
+        written first (:meth:`Committer.commit`); else ``None``.
+        """
+        committer = self._committer(options, clock)
+        return committer.commit if committer is not None else None
+
+    def _committer(self, options: Any, clock: Any) -> Optional[Committer]:
+        """The committer of ``clock``'s queues with ``--mem-queue-size=0``."""
+        if int(options.mem_queue_size) != 0:
+            return None
+        sync = int(options.sync_every) == 1
+        by_sync = self._committers.get(clock)
+        if by_sync is None:
+            by_sync = self._committers[clock] = {}
+        committer = by_sync.get(sync)
+        if committer is None:
+            committer = by_sync[sync] = Committer(clock, sync)
+        return committer
 
     def open_queue(self, name: str, options: Any, clock: Any) -> DiskQueue:
         """Open the queue's files in ``options.data_path`` (the current
-        directory when empty, as Go nsqd)."""
+        directory when empty, as Go nsqd).  With ``--mem-queue-size=0``
+        the queues end their turns together and keep flight logs."""
         return DiskQueue(
             name,
             options.data_path or os.getcwd(),
@@ -1055,6 +1317,7 @@ class DiskStorage:
             sync_every=int(options.sync_every),
             sync_timeout=float(options.sync_timeout),
             sync_worker=self._sync_worker(),
+            committer=self._committer(options, clock),
         )
 
     def _sync_worker(self) -> SyncWorker:
