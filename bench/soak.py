@@ -2,7 +2,7 @@
 The fault suite at full scale: nsqd stopped with SIGTERM and started again
 20 times under load, killed with SIGKILL 10 times (with
 ``--mem-queue-size=0 --sync-every=1``), killed 0.5 s after 20 deferred
-publishes, storms of 5,000 and 10,000 connections, and 1,000,000 fuzzed
+publishes (with the defaults, and with the durable flags), storms of 5,000 and 10,000 connections, and 1,000,000 fuzzed
 frames with a control round trip after
 every batch.  Prints one progress line per step to stderr and a markdown
 table to stdout; exits 1 if any acceptance bound is missed.
@@ -133,13 +133,18 @@ def loop_row(report: LoadReport, rate: float, durable: bool) -> Row:
     return Row(fault, scale, result, passed, figures)
 
 
-def deferred_row(report: DeferredReport) -> Row:
-    """The row of the deferred messages killed with nsqd (no acceptance bound: a comparison with Go)."""
+def deferred_row(report: DeferredReport, durable: bool) -> Row:
+    """
+    The row of deferred messages killed with nsqd: with the durable flags
+    every one must be kept; with the defaults (as with Go nsqd) they are
+    in memory only, and the row is a comparison.
+    """
+    flags = "`%s`" % (" ".join(durable_flags()),) if durable else "default flags"
     return Row(
         "SIGKILL %.1f s after deferred PUBs" % (report.kill_after,),
-        "%d `POST /pub?defer=60000`, default flags" % (report.published,),
+        "%d `POST /pub?defer=60000`, %s" % (report.published, flags),
         "%d of %d kept" % (report.kept, report.published),
-        None,
+        report.kept == report.published if durable else None,
         "queued, in flight or deferred in the channel after the restart",
     )
 
@@ -187,12 +192,12 @@ def fuzz_row(report: FuzzReport, pool: int) -> Row:
                format(report.frames, ",") + " frames", result, passed, figures)
 
 
-def table(rows: Sequence[Row], command: str) -> str:
-    """The markdown table, with how it was made."""
+def table(rows: Sequence[Row], command: str, started: str, revision: str) -> str:
+    """The markdown table, with how it was made (``revision``: the commit when the run started)."""
     lines = [
-        "soak run %s, commit %s, %s %s, %d CPUs" % (
-            datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-            commit(), platform.python_implementation(), platform.python_version(), os.cpu_count() or 0),
+        "soak run %s to %s, commit %s, %s %s, %d CPUs" % (
+            started, datetime.datetime.now(datetime.timezone.utc).strftime("%H:%M UTC"),
+            revision, platform.python_implementation(), platform.python_version(), os.cpu_count() or 0),
         "",
         "    " + command,
         "",
@@ -206,6 +211,8 @@ def table(rows: Sequence[Row], command: str) -> str:
 @inlineCallbacks
 def soak(reactor: Any, options: argparse.Namespace) -> Generator[Any, Any, int]:
     """Run the parts asked for; print the table; 0 if every bound held."""
+    started = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M")
+    revision = commit()
     root = tempfile.mkdtemp(prefix="txnsq-soak-", dir=options.data_dir)
     rows: List[Row] = []
     parts = options.parts.split(",")
@@ -234,11 +241,14 @@ def soak(reactor: Any, options: argparse.Namespace) -> Generator[Any, Any, int]:
             progress(report.summary())
             rows.append(loop_row(report, options.rate, True))
         if "deferred" in parts:
-            progress("deferred: %d DPUBs, SIGKILL" % (options.deferred,))
-            deferred = yield run_deferred_kill(reactor, runner("deferred", options.nsqd_flags), options.deferred)
-            progress(repr(deferred))
-            yield runners[-1].stop()
-            rows.append(deferred_row(deferred))
+            for durable in (False, True):
+                flags = (durable_flags() if durable else []) + options.nsqd_flags
+                progress("deferred: %d DPUBs, SIGKILL, flags %s" % (options.deferred, flags))
+                deferred = yield run_deferred_kill(
+                    reactor, runner("deferred%d" % (durable,), flags), options.deferred)
+                progress(repr(deferred))
+                yield runners[-1].stop()
+                rows.append(deferred_row(deferred, durable))
         if "storm" in parts:
             counts = [int(count) for count in options.storm.split(",")]
             raise_open_files_limit(2 * max(counts) + 200)
@@ -270,7 +280,7 @@ def soak(reactor: Any, options: argparse.Namespace) -> Generator[Any, Any, int]:
                 process.kill()
         if not options.keep:
             shutil.rmtree(root, ignore_errors=True)
-    print(table(rows, options.command))
+    print(table(rows, options.command, started, revision))
     sys.stdout.flush()
     if any(row.passed is False for row in rows):
         raise SystemExit(1)
