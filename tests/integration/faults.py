@@ -1041,7 +1041,7 @@ def run_fuzz(
             control = yield _reopen(control, reactor, runner.tcp_port)
         rss = process_rss_bytes(pid) or 0
         rss_peak = max(rss_peak, rss)
-        if progress is not None and frames - reported >= 50000:
+        if progress is not None and (frames - reported >= 50000 or failures):
             reported = frames
             progress("fuzz: %d frames, %d batches, RSS %.1f MB" % (frames, sent_batches, rss / 1e6))
     crashed = runner.current.collector.status is not None
