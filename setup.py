@@ -31,7 +31,7 @@ setup(
         "treq>=23.11",
     ],
     extras_require={
-        "test": ["mypy>=1.5", "mypy-zope>=1.0", "prometheus_client>=0.17"],
+        "test": ["mypy>=1.5", "mypy-zope>=1.0", "prometheus_client>=0.17", "hypothesis>=6.0"],
         # ISA-L's CRC32 for the retained log's record checksums.
         "speedups": ["isal>=1.0"],
         # Spark 4's Python Data Source API moves rows through Arrow (and pandas).
