@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, List
 
 from twisted.internet.address import IPv4Address, IPv6Address, UNIXAddress
 from twisted.internet.defer import Deferred, succeed
 from twisted.internet.protocol import Factory, Protocol
-from twisted.internet.testing import MemoryReactor
+from twisted.internet.testing import MemoryReactor, StringTransport
 from twisted.trial.unittest import SynchronousTestCase
 
 from txnsq.nsqd.listener import (
     DEFAULT_BACKLOG,
     ListeningService,
     describe_address,
+    set_no_delay,
     system_backlog,
     when_all_listening,
     with_backlog,
@@ -139,3 +140,58 @@ class ListeningServiceBacklogTests(SynchronousTestCase):
         [(port, _factory, backlog, interface)] = reactor.tcpServers
         self.assertEqual((port, backlog, interface), (0, system_backlog(), "127.0.0.1"))
         self.assertEqual(service.description, "tcp:0:interface=127.0.0.1")
+
+
+class TCPTransport(StringTransport):
+    """A StringTransport with TCP's no-delay switch, recording its setting."""
+
+    no_delay = False
+
+    def setTcpNoDelay(self, enabled: bool) -> None:
+        self.no_delay = enabled
+
+
+class UnixLikeTransport(StringTransport):
+    """A transport whose setTcpNoDelay fails as on a UNIX socket."""
+
+    def setTcpNoDelay(self, enabled: bool) -> None:
+        raise OSError(95, "Operation not supported")
+
+
+class SetNoDelayTests(SynchronousTestCase):
+    """set_no_delay turns Nagle's algorithm off where there is one, as Go does."""
+
+    def test_tcp(self) -> None:
+        """A TCP transport gets TCP_NODELAY."""
+        transport = TCPTransport()
+        set_no_delay(transport)
+        self.assertTrue(transport.no_delay)
+
+    def test_not_tcp(self) -> None:
+        """A transport without the switch, or one that refuses it, is left alone."""
+        set_no_delay(StringTransport())
+        set_no_delay(UnixLikeTransport())
+
+    def test_daemons_set_it(self) -> None:
+        """nsqd's V2 and nsqlookupd's V1 protocols set it when a client connects (MetaQ: test_metaq_server)."""
+        from twisted.internet.task import Clock
+
+        from txnsq.nsqd.broker import Broker
+        from txnsq.nsqd.options import NSQDOptions
+        from txnsq.nsqd.tcp import NSQDFactory
+        from txnsq.nsqlookupd.core import NSQLookupd
+        from txnsq.nsqlookupd.options import NSQLookupdOptions
+        from txnsq.nsqlookupd.tcp import LookupFactory
+        from txnsq.storage.memory import MemoryStorage
+
+        clock = Clock()
+        factories: List[Any] = [
+            NSQDFactory(Broker(NSQDOptions(), clock, MemoryStorage()), clock),
+            LookupFactory(NSQLookupd(NSQLookupdOptions(), clock)),
+        ]
+        for factory in factories:
+            transport = TCPTransport(peerAddress=IPv4Address("TCP", "127.0.0.1", 50000))
+            protocol = factory.buildProtocol(transport.getPeer())
+            protocol.makeConnection(transport)
+            self.assertTrue(transport.no_delay, factory)
+            protocol.connectionLost(None)

@@ -35,6 +35,7 @@ from zope.interface import implementer
 
 from txnsq.addresses import go_address
 from txnsq.metaq.backend import MetaqRefused
+from txnsq.nsqd.listener import set_no_delay
 from txnsq.protocol.auth import auth_response_body
 from txnsq.protocol.metaq import (
     BAD_REQUEST,
@@ -196,15 +197,10 @@ class MetaqServerProtocol(Protocol):
 
     def connectionMade(self) -> None:
         self._parser = MetaqRequestParser(max_body_size=self.server.max_body_size)
-        # As Go sets on every TCP connection: without it the last partial
-        # segment of a large value reply waits for the client's delayed ACK
-        # (40 ms on Linux), a get loop's main cost at 0.5-1 MiB maxSize.
-        set_no_delay = getattr(self.transport, "setTcpNoDelay", None)
-        if set_no_delay is not None:
-            try:
-                set_no_delay(True)
-            except OSError:
-                pass  # not a TCP socket (UNIX)
+        # Without it the last partial segment of a large value reply waits
+        # for the client's delayed ACK (40 ms on Linux), a get loop's main
+        # cost at 0.5-1 MiB maxSize.
+        set_no_delay(self.transport)
         self.server.connections.add(self)
         self.transport.registerProducer(self, True)  # type: ignore[union-attr]
 

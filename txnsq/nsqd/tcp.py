@@ -26,9 +26,9 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 from zope.interface import implementer
 
-from txnsq.version import NSQ_VERSION
 from txnsq.addresses import go_address
 from txnsq.nsqd.channel import InFlightError, SubscribeError
+from txnsq.nsqd.listener import set_no_delay
 from txnsq.nsqd.output import scheduler_for
 from txnsq.nsqd.tls import cipher_suite_name, tls_version_name
 from txnsq.nsqd.topic import PublishError
@@ -66,6 +66,7 @@ from txnsq.protocol.v2 import (
     parse_sub,
     parse_touch,
 )
+from txnsq.version import NSQ_VERSION
 
 if TYPE_CHECKING:
     from txnsq.nsqd.broker import Broker
@@ -257,6 +258,7 @@ class NSQDProtocol(Protocol):
 
     def connectionMade(self) -> None:
         """Start the heartbeat and the read deadline for this client."""
+        set_no_delay(self.transport)
         self._last_read = self.clock.seconds()
         self.remote_address, host = go_address(self.transport.getPeer())
         # Until IDENTIFY, Go names a client by its remote IP.

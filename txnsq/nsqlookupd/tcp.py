@@ -20,6 +20,7 @@ from twisted.python.failure import Failure
 
 from txnsq.cli import format_duration
 from txnsq.addresses import go_address
+from txnsq.nsqd.listener import set_no_delay
 from txnsq.nsqlookupd.core import NSQLookupd
 from txnsq.nsqlookupd.registration_db import CHANNEL, CLIENT, TOPIC, Registration
 from txnsq.protocol.errors import ProtocolError, protocol_error
@@ -76,6 +77,7 @@ class LookupProtocolV1(Protocol):
 
     def connectionMade(self) -> None:
         """Note who connected."""
+        set_no_delay(self.transport)
         peer: Optional[IAddress] = self.transport.getPeer()
         self.remote_address = go_address(peer)[0]
         self._log.info("TCP: new client({client})", client=self.remote_address)
