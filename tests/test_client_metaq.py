@@ -25,6 +25,7 @@ from txnsq.client.metaq import (
     MetaqTimeoutError,
     connect_metaq,
     get_result,
+    id_time,
     id_time_threshold,
     records_since,
 )
@@ -465,8 +466,9 @@ class RecordsSinceTests(SynchronousTestCase):
     def test_threshold(self) -> None:
         """A record whose id carries the timestamp's pseudo-millisecond is kept, one a pseudo-millisecond earlier is not."""
         timestamp_ms = 1795687200000
-        tick = id_time_threshold(timestamp_ms)
+        tick = id_time_threshold(timestamp_ms * 1000000)
         self.assertEqual(tick + TWEPOCH, (timestamp_ms * 1000000) >> 20)
+        self.assertEqual(id_time(tick << 22 | 4095), tick)
         at = LogRecord(tick << 22 | 5, 0, None, b"at", 0, 22)
         before = LogRecord((tick - 1) << 22 | 4095, 0, None, b"before", 22, 26)
         after = LogRecord((tick + 1) << 22, 0, None, b"after", 48, 25)

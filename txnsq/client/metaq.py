@@ -80,6 +80,7 @@ __all__ = [
     "MetaqTimeoutError",
     "connect_metaq",
     "get_result",
+    "id_time",
     "id_time_threshold",
     "offset_result",
     "put_request",
@@ -376,15 +377,20 @@ def offset_result(reply: Union[ResultResponse, ValueResponse]) -> int:
 _ID_TIME_SHIFT = SEQUENCE_BITS + NODE_ID_BITS
 
 
-def id_time_threshold(timestamp_ms: int) -> int:
+def id_time_threshold(timestamp_ns: int) -> int:
     """
     The time field (pseudo-milliseconds since Go nsqd's epoch: nanoseconds
-    >> 20, about 1.05 ms) that an nsqd message id published at unix
-    milliseconds ``timestamp_ms`` carries: a record whose ``id >> 22`` is
-    below it was published before ``timestamp_ms``.  Rewinds to a timestamp
+    >> 20, about 1.05 ms) that an nsqd message id published at
+    ``timestamp_ns`` (unix nanoseconds) carries: a record whose ``id >> 22``
+    is below it was published before that time.  Rewinds to a timestamp
     (docs/retention.md) filter records with the same comparison.
     """
-    return max(0, ((timestamp_ms * 1000000) >> 20) - TWEPOCH)
+    return max(0, (timestamp_ns >> 20) - TWEPOCH)
+
+
+def id_time(record_id: int) -> int:
+    """The time field of an nsqd message id (compare with :func:`id_time_threshold`)."""
+    return record_id >> _ID_TIME_SHIFT
 
 
 def records_since(records: List["LogRecord"], timestamp_ms: int) -> List["LogRecord"]:
@@ -395,7 +401,7 @@ def records_since(records: List["LogRecord"], timestamp_ms: int) -> List["LogRec
     ``offset`` by time (:meth:`MetaqClient.offset_for_time`) gives a start
     at or before the first of them; this drops the older ones read after it.
     """
-    threshold = id_time_threshold(timestamp_ms)
+    threshold = id_time_threshold(timestamp_ms * 1000000)
     return [record for record in records if record.id >> _ID_TIME_SHIFT >= threshold]
 
 
