@@ -402,7 +402,7 @@ def records_since(records: List["LogRecord"], timestamp_ms: int) -> List["LogRec
     at or before the first of them; this drops the older ones read after it.
     """
     threshold = id_time_threshold(timestamp_ms * 1000000)
-    return [record for record in records if record.id >> _ID_TIME_SHIFT >= threshold]
+    return [record for record in records if id_time(record.id) >= threshold]
 
 
 def text_result(reply: Union[ResultResponse, ValueResponse], command: str) -> str:

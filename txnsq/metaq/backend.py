@@ -206,7 +206,8 @@ class BrokerMetaqBackend:
 
     def offset_for_timestamp(self, topic: str, partition: int, timestamp_ms: int) -> int:
         """See :meth:`IMetaqBackend.offset_for_timestamp`."""
-        return _partition(self.broker.retained_log(topic), topic, partition).offset_for_timestamp(timestamp_ms * 1000000)
+        log = _partition(self.broker.retained_log(topic), topic, partition)
+        return log.offset_for_timestamp(timestamp_ms * 1000000)
 
     def topics(self) -> List[str]:
         """See :meth:`IMetaqBackend.topics`."""
