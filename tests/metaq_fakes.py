@@ -10,6 +10,8 @@ The store answers as docs/metaq.md says a broker does: ``get`` below the
 first offset kept, past the end or inside a record is moved (301) to the
 nearest record start; at the end it is 404 "Could not find message at
 position"; an unknown topic or partition is 404 "is not exists".
+txnsq's ``offset ... @unixMs`` answers the start of the first record
+stored (by :meth:`FakeMetaqStore.add`) with a time at or after it.
 """
 
 from __future__ import annotations
@@ -59,16 +61,18 @@ class FakePartition:
         self.first_offset = first_offset
         self.log = bytearray()
         self.starts: List[int] = []  # offsets of the records
+        self.times: List[int] = []  # publish times of the records (unix ms)
 
     @property
     def end(self) -> int:
         """The offset the next record gets."""
         return self.first_offset + len(self.log)
 
-    def append(self, msg_id: int, flag: int, data: bytes) -> int:
-        """Store a record; its offset."""
+    def append(self, msg_id: int, flag: int, data: bytes, time_ms: int = 0) -> int:
+        """Store a record published at ``time_ms``; its offset."""
         offset = self.end
         self.starts.append(offset)
+        self.times.append(time_ms)
         self.log += encode_record(msg_id, flag, data)
         return offset
 
@@ -77,7 +81,9 @@ class FakePartition:
         cut = offset - self.first_offset
         del self.log[:cut]
         self.first_offset = offset
-        self.starts = [start for start in self.starts if start >= offset]
+        kept = [index for index, start in enumerate(self.starts) if start >= offset]
+        self.starts = [self.starts[index] for index in kept]
+        self.times = [self.times[index] for index in kept]
 
     def nearest(self, offset: int) -> int:
         """The record start nearest ``offset`` (the end when past it)."""
@@ -87,6 +93,13 @@ class FakePartition:
             return self.end
         index = bisect.bisect_right(self.starts, offset) - 1
         return self.starts[index]
+
+    def at_time(self, time_ms: int) -> int:
+        """The start of the first record published at or after ``time_ms`` (the end when none is)."""
+        for start, when in zip(self.starts, self.times):
+            if when >= time_ms:
+                return start
+        return self.end
 
 
 class FakeMetaqStore:
@@ -121,14 +134,27 @@ class FakeMetaqStore:
         """The partition, or None."""
         return self.partitions.get((topic, number))
 
-    def add(self, topic: str, number: int, payload: bytes, attribute: Optional[bytes] = None) -> int:
-        """Store a message directly (no connection); its offset."""
+    def add(
+        self,
+        topic: str,
+        number: int,
+        payload: bytes,
+        attribute: Optional[bytes] = None,
+        msg_id: Optional[int] = None,
+        time_ms: int = 0,
+    ) -> int:
+        """
+        Store a message directly (no connection), with the next id or
+        ``msg_id``, published at ``time_ms`` (for ``offset`` by time); its
+        offset.
+        """
         from txnsq.protocol.metaq import join_attribute
 
         part = self.partitions.setdefault((topic, number), FakePartition())
-        msg_id = self.next_id
-        self.next_id += 1
-        return part.append(msg_id, 0 if attribute is None else 1, join_attribute(attribute, payload))
+        if msg_id is None:
+            msg_id = self.next_id
+            self.next_id += 1
+        return part.append(msg_id, 0 if attribute is None else 1, join_attribute(attribute, payload), time_ms)
 
 
 class FakeMetaqServer(Protocol):
@@ -206,6 +232,9 @@ class FakeMetaqServer(Protocol):
             part = store.partition(item.topic, item.partition)
             if part is None:
                 write(encode_topic_not_found(item.topic, item.partition, item.opaque))
+                return
+            if item.timestamp_ms is not None:
+                write(encode_offset_result(part.at_time(item.timestamp_ms), item.opaque))
                 return
             write(encode_offset_result(part.nearest(item.offset), item.opaque))
 

@@ -25,9 +25,14 @@ from txnsq.client.metaq import (
     MetaqTimeoutError,
     connect_metaq,
     get_result,
+    id_time,
+    id_time_threshold,
+    records_since,
 )
+from txnsq.nsqd.guid import TWEPOCH
 from txnsq.protocol.metaq import (
     HEADER_LENGTH,
+    OffsetRequest,
     ResultResponse,
     ValueResponse,
     encode_record,
@@ -156,6 +161,17 @@ class MetaqClientTests(SynchronousTestCase):
         store.add("t", 0, b"def")
         self.assertEqual(result_of(self, client.offset("t", 0, 30), pump), 23)
         self.assertEqual(result_of(self, client.offset("t", 0, 10**6), pump), 46)
+
+    def test_offset_for_time(self) -> None:
+        """offset_for_time sends the @unixMs form and returns the broker's offset."""
+        client, store, pump, _clock = joined()
+        store.add("t", 0, b"old", time_ms=1000)
+        store.add("t", 0, b"new", time_ms=2000)
+        self.assertEqual(result_of(self, client.offset_for_time("t", 0, 1500), pump), 23)
+        self.assertEqual(result_of(self, client.offset_for_time("t", 0, 0), pump), 0)
+        self.assertEqual(result_of(self, client.offset_for_time("t", 0, 3000), pump), 46)
+        self.assertEqual(store.requests[-1], OffsetRequest("t", "txnsq", 0, 0, store.requests[-1].opaque, 3000))
+        failure_of(self, client.offset_for_time("t", 9, 0), pump, MetaqNotFound)
 
     def test_stats_item(self) -> None:
         """stats with an item sends it and returns the text."""
@@ -442,3 +458,20 @@ class ConnectMetaqTests(SynchronousTestCase):
         factory = reactor.tcpClients[0][2]
         wrapped = getattr(factory, "_wrappedFactory", factory)
         self.assertIsInstance(wrapped, TLSMemoryBIOFactory)
+
+
+class RecordsSinceTests(SynchronousTestCase):
+    """records_since keeps the records whose nsqd id time is not before a timestamp."""
+
+    def test_threshold(self) -> None:
+        """A record whose id carries the timestamp's pseudo-millisecond is kept, one a pseudo-millisecond earlier is not."""
+        timestamp_ms = 1795687200000
+        tick = id_time_threshold(timestamp_ms * 1000000)
+        self.assertEqual(tick + TWEPOCH, (timestamp_ms * 1000000) >> 20)
+        self.assertEqual(id_time(tick << 22 | 4095), tick)
+        at = LogRecord(tick << 22 | 5, 0, None, b"at", 0, 22)
+        before = LogRecord((tick - 1) << 22 | 4095, 0, None, b"before", 22, 26)
+        after = LogRecord((tick + 1) << 22, 0, None, b"after", 48, 25)
+        self.assertEqual(records_since([before, at, before, after], timestamp_ms), [at, after])
+        self.assertEqual(records_since([before], 0), [before])
+        self.assertEqual(id_time_threshold(0), 0)

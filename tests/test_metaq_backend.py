@@ -86,6 +86,14 @@ class BrokerMetaqBackendTests(SynchronousTestCase):
         self.assertEqual((record.msg_id, record.payload), (1, b"abc"))
         self.assertEqual(self.backend.nearest_offset("orders", 1, 5), 0)
 
+    def test_offset_for_timestamp(self) -> None:
+        """offset_for_timestamp takes unix ms to the log's nanoseconds: a time at or before a record is its start, a later one the end; no partition is NoSuchPartition."""
+        self.backend.put("orders", 1, 0, b"abc")  # stored at timestamp 0
+        self.assertEqual(self.backend.offset_for_timestamp("orders", 1, 0), 0)
+        self.assertEqual(self.backend.offset_for_timestamp("orders", 1, 1), 23)
+        self.assertRaises(NoSuchPartition, self.backend.offset_for_timestamp, "orders", 9, 0)
+        self.assertRaises(NoSuchPartition, self.backend.offset_for_timestamp, "nope", 0, 0)
+
     def test_message_id_signed(self) -> None:
         """The 8-byte id is answered as a signed 64-bit number."""
         self.assertEqual(message_id_number(b"\xff" * 8), -1)

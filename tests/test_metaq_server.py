@@ -196,6 +196,26 @@ class PutAndGetTests(LogBackendCase):
         self.assertEqual(self.client.one(b"offset orders g 0 9999 3\r\n"), result(200, b"46", 3))
         self.assertEqual(self.client.one(b"offset orders g 5 0 4\r\n").code, 404)
 
+    def test_offset_by_timestamp(self) -> None:
+        """offset with @unixMs answers a record start at or before the first record published at or after it, the end when all are older, 404 for no partition."""
+        backend = LogMetaqBackend(self.clock, self.mktemp(), partitions=2, index_interval=1)
+        self.addCleanup(backend.close)
+        client = Client(MetaqFactory(backend, self.clock, self.max_body_size))
+        for body in (b"aaa", b"bbb"):
+            self.assertEqual(client.one(PutRequest("orders", 0, body, 0, 1).encode()).code, 200)
+        self.clock.advance(1)
+        for body in (b"ccc", b"ddd"):
+            self.assertEqual(client.one(PutRequest("orders", 0, body, 0, 1).encode()).code, 200)
+        # Published at 1700000000 s (a, b at offsets 0, 23) and 1700000001 s (c, d at 46, 69).
+        self.assertEqual(client.one(b"offset orders g 0 @1700000000500 3\r\n"), result(200, b"23", 3))
+        self.assertEqual(client.one(b"offset orders g 0 @1700000000000 4\r\n"), result(200, b"0", 4))
+        self.assertEqual(client.one(b"offset orders g 0 @1700000002000 5\r\n"), result(200, b"92", 5))
+        self.assertEqual(client.one(b"offset orders g 0 @0 6\r\n"), result(200, b"0", 6))
+        self.assertEqual(client.one(b"offset orders g 1 @0 7\r\n"), result(200, b"0", 7))
+        self.assertEqual(client.one(b"offset orders g 5 @0 8\r\n").code, 404)
+        reply = client.one(b"offset orders g 0 @-1 9\r\n")
+        self.assertEqual((reply.code, reply.opaque), (400, 9))
+
     def test_pipelined(self) -> None:
         """Requests sent together are answered in order, each with its opaque."""
         replies = self.client.send(b"put t 0 1 0 1\r\naversion 2\r\nget t g 0 0 100 3\r\noffset t g 0 0 4\r\n")
@@ -352,6 +372,12 @@ class FakeBackend:
             raise self.error
         return 0
 
+    def offset_for_timestamp(self, topic: str, partition: int, timestamp_ms: int) -> int:
+        self.calls.append(("offset_for_timestamp", topic, partition, timestamp_ms))
+        if self.error is not None:
+            raise self.error
+        return 7
+
     def topics(self) -> List[str]:
         return []
 
@@ -404,6 +430,14 @@ class FakeBackendTests(SynchronousTestCase):
         self.assertEqual(self.client.one(b"put t 0 1 0 4\r\na"), result(403, b"closed", 4))
         self.backend.error = NoSuchPartition("t", 3)
         self.assertEqual(self.client.one(b"offset t g 3 0 5\r\n").code, 404)
+
+    def test_offset_by_timestamp_calls_backend(self) -> None:
+        """offset with @unixMs asks the backend's offset_for_timestamp and answers its offset; a storage error is 500."""
+        self.assertEqual(self.client.one(b"offset t g 2 @1795687200000 4\r\n"), result(200, b"7", 4))
+        self.assertEqual(self.backend.calls, [("offset_for_timestamp", "t", 2, 1795687200000)])
+        self.backend.error = OSError(5, "Input/output error")
+        reply = self.client.one(b"offset t g 2 @1 5\r\n")
+        self.assertEqual((reply.code, reply.opaque), (500, 5))
 
     def test_put_reply_signed_id(self) -> None:
         """The put reply carries the backend's signed message id."""

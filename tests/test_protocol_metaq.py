@@ -311,6 +311,10 @@ class RequestParserTests(SynchronousTestCase):
             GetRequest("t", "g", 3, 2**63 - 1, 2**31 - 1, -(2**31)),
         ),
         (b"offset meta-test example 0 1024 1\r\n", OffsetRequest("meta-test", "example", 0, 1024, 1)),
+        (
+            b"offset t g 2 @1795687200000 5\r\n",
+            OffsetRequest("t", "g", 2, 0, 5, timestamp_ms=1795687200000),
+        ),
         (b"stats 1\r\n", StatsRequest(None, 1)),
         (b"stats  1\r\n", StatsRequest(None, 1)),
         (b"stats realtime 2\r\n", StatsRequest("realtime", 2)),
@@ -744,6 +748,8 @@ class RoundTripTests(SynchronousTestCase):
             PutRequest("t", 3, b"x", 0, 5, checksum(b"x"), "TX-1"),
             GetRequest("t", "g", 1, 2**40, 512, 6),
             OffsetRequest("t", "g", 1, 0, -7),
+            OffsetRequest("t", "g", 1, 0, -7, timestamp_ms=0),
+            OffsetRequest("t", "g", 1, 0, -7, timestamp_ms=1795687200123),
             StatsRequest(None, 8),
             StatsRequest("realtime", 9),
             VersionRequest(10),
@@ -833,3 +839,23 @@ class RoundTripTests(SynchronousTestCase):
         got = reply.records()
         self.assertEqual(len(got), 2)
         self.assertEqual((got[1].attribute, got[1].payload, got[1].msg_id), (b"AAA", b"FFFF", SEED_TWO_ID))
+
+
+class OffsetByTimeTests(SynchronousTestCase):
+    """txnsq's ``offset ... @<unix ms>`` form of the offset request."""
+
+    def test_encoding(self) -> None:
+        """An offset request with a timestamp writes ``@`` and the milliseconds in place of the offset."""
+        self.assertEqual(
+            OffsetRequest("t", "g", 3, 0, 9, timestamp_ms=1795687200000).encode(),
+            b"offset t g 3 @1795687200000 9\r\n",
+        )
+
+    def test_bad_timestamps(self) -> None:
+        """A timestamp that is empty, signed, not decimal or beyond int64 is a 400 naming it, and the connection goes on."""
+        for field in (b"@", b"@-1", b"@+5", b"@1.5", b"@x", b"@99999999999999999999"):
+            [error, after] = parse(b"offset t g 0 " + field + b" 4\r\nversion 5\r\n")
+            self.assertIsInstance(error, MetaqError, field)
+            self.assertEqual((error.code, error.opaque, error.fatal), (BAD_REQUEST, 4, False), field)
+            self.assertIn("invalid timestamp", error.message, field)
+            self.assertEqual(after, VersionRequest(5))

@@ -65,6 +65,15 @@ class BlockingMetaqClientTests(SynchronousTestCase):
         self.assertEqual(client.stats("x"), "item x")
         self.assertEqual(client.version(), "txnsq-fake")
 
+    def test_offset_for_time(self) -> None:
+        """offset_for_time asks with @unixMs and returns the broker's offset; an unknown partition raises 404."""
+        client = self.connect()
+        self.store.add("t", 0, b"old", time_ms=1000)
+        self.store.add("t", 0, b"new", time_ms=2000)
+        self.assertEqual(client.offset_for_time("t", 0, 1500), 23)
+        self.assertEqual(client.offset_for_time("t", 0, 5000), 46)
+        self.assertRaises(MetaqNotFound, client.offset_for_time, "t", 7, 0)
+
     def test_auth(self) -> None:
         """A secret is sent on connect; a refused one raises the 403."""
         self.store.secret = b"pw"

@@ -15,7 +15,9 @@ from twisted.trial.unittest import SynchronousTestCase
 from tests.metaq_fakes import FakeMetaqServer, FakeMetaqStore, Pump, ThreadedFakeBroker
 from txnsq import cli
 from txnsq.client.metaq import LogRecord, MetaqClient, MetaqNotFound, MetaqReader
-from txnsq.tools.nsq_log import LogPrinter, follow_partition, format_json, nsq_log_flags, validate
+from txnsq.nsqd.guid import TWEPOCH
+from txnsq.protocol.metaq import OffsetRequest
+from txnsq.tools.nsq_log import LogPrinter, follow_partition, format_json, nsq_log_flags, timestamp_ns, validate
 
 
 def parse(*argv: str) -> Any:
@@ -46,6 +48,36 @@ class ValidateTests(SynchronousTestCase):
         self.assertEqual(validate(parse(*base, "--offset=-5")), "--offset must be 0 or more")
 
 
+class TimestampFlagTests(SynchronousTestCase):
+    """--timestamp's forms and checks."""
+
+    def test_forms(self) -> None:
+        """Unix milliseconds and RFC 3339 (any zone, fractions) are read as nsqd's rewind reads them, in nanoseconds."""
+        self.assertEqual(timestamp_ns("1795687200000"), 1795687200000 * 1000000)
+        self.assertEqual(timestamp_ns("2026-11-26T10:00:00.25Z"), 1795687200250000000)
+        self.assertEqual(timestamp_ns("2026-11-26T11:00:00+01:00"), 1795687200000000000)
+
+    def test_validate(self) -> None:
+        """A bad --timestamp, or one with --offset or --earliest, is refused with its message."""
+        base = ("--nsqd-metaq-address=h:1", "--topic=t")
+        self.assertIsNone(validate(parse(*base, "--timestamp=1795687200000")))
+        self.assertEqual(
+            validate(parse(*base, "--timestamp=yesterday")), "--timestamp must be RFC 3339 or unix milliseconds"
+        )
+        self.assertEqual(
+            validate(parse(*base, "--timestamp=-5")), "--timestamp must be RFC 3339 or unix milliseconds"
+        )
+        for other in ("--offset=0", "--earliest"):
+            self.assertEqual(
+                validate(parse(*base, "--timestamp=1", other)), "use --timestamp without --offset or --earliest"
+            )
+
+
+def nsqd_id(time_ms: int, sequence: int = 0) -> int:
+    """An id in nsqd's layout published at unix milliseconds ``time_ms``."""
+    return ((time_ms * 1000000 >> 20) - TWEPOCH) << 22 | sequence
+
+
 class LogPrinterTests(SynchronousTestCase):
     """Output formats."""
 
@@ -57,6 +89,15 @@ class LogPrinterTests(SynchronousTestCase):
         printer.write([LogRecord(3, 0, None, b"c", 42, 21)])
         self.assertEqual(out.getvalue(), b"a\nb\n")
         self.assertTrue(printer.finished)
+
+    def test_since(self) -> None:
+        """With since_ns, records whose id time is before it are skipped and not counted toward the total."""
+        out = io.BytesIO()
+        printer = LogPrinter(out, 0, "text", total=2, since_ns=1795687200000 * 1000000)
+        old, new = nsqd_id(1795687199990), nsqd_id(1795687200000, 1)
+        printer.write([LogRecord(old, 0, None, b"old", 0, 23), LogRecord(new, 0, None, b"new", 23, 23)])
+        printer.write([LogRecord(old, 0, None, b"late old", 46, 28)])
+        self.assertEqual((out.getvalue(), printer.shown, printer.finished), (b"new\n", 1, False))
 
     def test_json(self) -> None:
         """JSON gives id as 16 hex digits, partition, offset, flag, attribute and body."""
@@ -160,6 +201,26 @@ class NSQLogScriptTests(SynchronousTestCase):
             [json.loads(line) for line in lines.stdout.splitlines()],
             [{"id": "0000000000000002", "partition": 1, "offset": 22, "flag": 1, "attribute": "a", "body": "m1"}],
         )
+
+    def test_timestamp(self) -> None:
+        """--timestamp asks for the offset by time and prints exactly the records whose id time is not before it."""
+        store = FakeMetaqStore(topics=("t",))
+        at = 1795687200000
+        for n, time_ms in enumerate((at - 20, at - 10, at - 5, at, at + 7)):
+            # The fake's times are 10 ms late, so its offset by time is before
+            # the first record at or after the time: the older ones read
+            # first are skipped by their ids' time.
+            store.add("t", 0, b"m%d" % (n,), msg_id=nsqd_id(time_ms), time_ms=time_ms + 10)
+        broker = ThreadedFakeBroker(store)
+        self.addCleanup(broker.stop)
+        address = "--nsqd-metaq-address=" + broker.address
+        result = self.run_tool(address, "--topic=t", "--timestamp=%d" % (at,))
+        self.assertEqual((result.returncode, result.stdout), (0, b"m3\nm4\n"), result.stderr)
+        self.assertEqual([r.timestamp_ms for r in store.requests if isinstance(r, OffsetRequest)], [at])
+        result = self.run_tool(address, "--topic=t", "--timestamp=2026-11-26T10:00:00.007Z", "--format=json")
+        self.assertEqual([json.loads(line)["body"] for line in result.stdout.splitlines()], ["m4"], result.stderr)
+        result = self.run_tool(address, "--topic=t", "--timestamp=%d" % (at + 60000,))
+        self.assertEqual((result.returncode, result.stdout), (0, b""), result.stderr)
 
     def test_tls(self) -> None:
         """With --tls-root-ca-file the tool speaks TLS from the first byte and verifies the broker; an untrusted broker is fatal."""

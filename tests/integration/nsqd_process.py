@@ -49,7 +49,7 @@ EXIT_TIMEOUT = 10.0
 #: before it starts nsqd (gnsq 1.0.2, ``tests/integration_server.py``).
 GNSQ_NSQD_VERSION = r"^nsqd v\d+\.\d+\.\d+(-\S+)? \(built w/[a-z0-9.-]+\)$"
 
-_LISTENING = re.compile(rb"(TCP|HTTP|HTTPS): listening on (\S+):([0-9]+)")
+_LISTENING = re.compile(rb"(TCP|HTTP|HTTPS|MetaQ): listening on (\S+):([0-9]+)")
 
 
 class ExitStatus(NamedTuple):
@@ -147,8 +147,8 @@ class NSQDProcess:
     :param args: the flags.
     :param command: what runs the daemon, before the flags; ``nsqd``
         (:func:`nsqd_command`, looked up at :meth:`start`) when omitted.
-    :ivar ports: bound ports by listener (``TCP``, ``HTTP``, ``HTTPS``) as
-        printed on its listening lines.
+    :ivar ports: bound ports by listener (``TCP``, ``HTTP``, ``HTTPS``,
+        ``MetaQ``) as printed on its listening lines.
     :ivar host: the host of its TCP listening line.
     :ivar frozen: whether it was sent SIGSTOP and not SIGCONT since.
     """
@@ -197,6 +197,11 @@ class NSQDProcess:
         return self.ports["HTTP"]
 
     @property
+    def metaq_port(self) -> int:
+        """The MetaQ listener's port (with ``--metaq-address``)."""
+        return self.ports["MetaQ"]
+
+    @property
     def ended(self) -> "Deferred[ExitStatus]":
         """A new Deferred firing with the exit status once it has exited."""
         done: Deferred[ExitStatus] = Deferred()
@@ -215,14 +220,18 @@ class NSQDProcess:
         return self.collector.output()
 
     def _scan(self) -> bool:
-        """Record listening lines seen so far; True once TCP and HTTP are known."""
+        """
+        Record listening lines seen so far; True once TCP and HTTP are
+        known, and MetaQ too when ``--metaq-address`` names one.
+        """
         for stream in (self.collector.stdout, self.collector.stderr):
             for found in _LISTENING.finditer(bytes(stream)):
                 label = found.group(1).decode("ascii")
                 self.ports[label] = int(found.group(3))
                 if label == "TCP":
                     self.host = found.group(2).decode("ascii").strip("[]")
-        return "TCP" in self.ports and "HTTP" in self.ports
+        metaq = any(arg.startswith("--metaq-address=") and arg.split("=", 1)[1] for arg in self.args)
+        return "TCP" in self.ports and "HTTP" in self.ports and ("MetaQ" in self.ports or not metaq)
 
     def start(self) -> "Deferred[NSQDProcess]":
         """

@@ -39,6 +39,7 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 
 from txnsq.addresses import client_endpoint, split_host_port
+from txnsq.nsqd.guid import SEQUENCE_BITS, NODE_ID_BITS, TWEPOCH
 from txnsq.protocol.metaq import (
     DEFAULT_OPAQUE,
     FLAG_ATTRIBUTE,
@@ -79,9 +80,12 @@ __all__ = [
     "MetaqTimeoutError",
     "connect_metaq",
     "get_result",
+    "id_time",
+    "id_time_threshold",
     "offset_result",
     "put_request",
     "put_result",
+    "records_since",
     "text_result",
 ]
 
@@ -370,6 +374,37 @@ def offset_result(reply: Union[ResultResponse, ValueResponse]) -> int:
         raise MetaqProtocolError("offset reply is not a number: %r" % (reply.body[:64],)) from None
 
 
+_ID_TIME_SHIFT = SEQUENCE_BITS + NODE_ID_BITS
+
+
+def id_time_threshold(timestamp_ns: int) -> int:
+    """
+    The time field (pseudo-milliseconds since Go nsqd's epoch: nanoseconds
+    >> 20, about 1.05 ms) that an nsqd message id published at
+    ``timestamp_ns`` (unix nanoseconds) carries: a record whose ``id >> 22``
+    is below it was published before that time.  Rewinds to a timestamp
+    (docs/retention.md) filter records with the same comparison.
+    """
+    return max(0, (timestamp_ns >> 20) - TWEPOCH)
+
+
+def id_time(record_id: int) -> int:
+    """The time field of an nsqd message id (compare with :func:`id_time_threshold`)."""
+    return record_id >> _ID_TIME_SHIFT
+
+
+def records_since(records: List["LogRecord"], timestamp_ms: int) -> List["LogRecord"]:
+    """
+    The records published at or after unix milliseconds ``timestamp_ms``,
+    by the time in their nsqd message ids (at the ids' resolution: one
+    published less than ~1.05 ms before can be kept), in order.  An
+    ``offset`` by time (:meth:`MetaqClient.offset_for_time`) gives a start
+    at or before the first of them; this drops the older ones read after it.
+    """
+    threshold = id_time_threshold(timestamp_ms * 1000000)
+    return [record for record in records if id_time(record.id) >= threshold]
+
+
 def text_result(reply: Union[ResultResponse, ValueResponse], command: str) -> str:
     """
     The text body of a successful ``stats``, ``version`` or ``auth`` reply.
@@ -597,6 +632,23 @@ class MetaqClient(Protocol):
         """
         return self._request(
             lambda opaque: OffsetRequest(topic, group, partition, offset, opaque)
+        ).addCallback(offset_result)
+
+    def offset_for_time(
+        self, topic: str, partition: int, timestamp_ms: int, group: str = DEFAULT_GROUP
+    ) -> "Deferred[int]":
+        """
+        txnsq's offset by time (``offset topic group partition @unixMs``):
+        a record start at or before the first record published at or after
+        unix milliseconds ``timestamp_ms`` (the end of the partition when
+        every record is older).  A few older records may follow it: drop
+        them with :func:`records_since`.
+
+        :return: a Deferred firing with the offset, or failing as
+            :meth:`offset` (a MetaQ broker without the extension answers 400).
+        """
+        return self._request(
+            lambda opaque: OffsetRequest(topic, group, partition, 0, opaque, timestamp_ms)
         ).addCallback(offset_result)
 
     def stats(self, item: Optional[str] = None) -> "Deferred[str]":

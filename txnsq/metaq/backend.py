@@ -110,6 +110,17 @@ class IMetaqBackend(Interface):
         :raises NoSuchPartition: no such retained topic or partition.
         """
 
+    def offset_for_timestamp(topic: str, partition: int, timestamp_ms: int) -> int:
+        """
+        Where to start reading to get every record published at or after
+        ``timestamp_ms`` (unix milliseconds): a record start at or before
+        the first such record (the log's time index is sparse, so a few
+        older records may come first), the end of the partition when every
+        record is older.
+
+        :raises NoSuchPartition: no such retained topic or partition.
+        """
+
     def topics() -> List[str]:
         """The names of the retained topics, sorted."""
 
@@ -192,6 +203,11 @@ class BrokerMetaqBackend:
     def nearest_offset(self, topic: str, partition: int, offset: int) -> int:
         """See :meth:`IMetaqBackend.nearest_offset`."""
         return _partition(self.broker.retained_log(topic), topic, partition).nearest_offset(offset)
+
+    def offset_for_timestamp(self, topic: str, partition: int, timestamp_ms: int) -> int:
+        """See :meth:`IMetaqBackend.offset_for_timestamp`."""
+        log = _partition(self.broker.retained_log(topic), topic, partition)
+        return log.offset_for_timestamp(timestamp_ms * 1000000)
 
     def topics(self) -> List[str]:
         """See :meth:`IMetaqBackend.topics`."""
@@ -278,6 +294,10 @@ class LogMetaqBackend:
     def nearest_offset(self, topic: str, partition: int, offset: int) -> int:
         """See :meth:`IMetaqBackend.nearest_offset`."""
         return _partition(self.logs.get(topic), topic, partition).nearest_offset(offset)
+
+    def offset_for_timestamp(self, topic: str, partition: int, timestamp_ms: int) -> int:
+        """See :meth:`IMetaqBackend.offset_for_timestamp`."""
+        return _partition(self.logs.get(topic), topic, partition).offset_for_timestamp(timestamp_ms * 1000000)
 
     def topics(self) -> List[str]:
         """See :meth:`IMetaqBackend.topics`."""

@@ -326,7 +326,12 @@ class MetaqServerProtocol(Protocol):
             if verdict is not _GO:
                 return verdict is _DONE
         try:
-            offset = self.server.backend.nearest_offset(request.topic, request.partition, request.offset)
+            if request.timestamp_ms is not None:
+                offset = self.server.backend.offset_for_timestamp(
+                    request.topic, request.partition, request.timestamp_ms
+                )
+            else:
+                offset = self.server.backend.nearest_offset(request.topic, request.partition, request.offset)
         except MetaqRefused as refused:
             self._write(encode_result(refused.code, refused.message, request.opaque))
             return True

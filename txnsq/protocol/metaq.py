@@ -11,6 +11,7 @@ requests.  ``put`` is followed by a body of the length its line declares::
     put <topic> <partition> <length> <flag> [<checksum>] [<transactionKey>] <opaque>\\r\\n<body>
     get <topic> <group> <partition> <offset> <maxSize> <opaque>\\r\\n
     offset <topic> <group> <partition> <offset> <opaque>\\r\\n
+    offset <topic> <group> <partition> @<unixMs> <opaque>\\r\\n   (txnsq's own: by time)
     stats [<item>] <opaque>\\r\\n
     version [<opaque>]\\r\\n
     quit\\r\\n
@@ -566,21 +567,40 @@ class GetRequest(_Item):
 
 
 class OffsetRequest(_Item):
-    """``offset``: the valid offset nearest ``offset``."""
+    """
+    ``offset``: the valid offset nearest ``offset``; or, with
+    ``timestamp_ms`` set (txnsq's extension, the field ``@<unix ms>``),
+    where to start reading to get every record published at or after that
+    time (``offset`` is then 0 and unused).
+    """
 
-    __slots__ = ("topic", "group", "partition", "offset", "opaque")
+    __slots__ = ("topic", "group", "partition", "offset", "opaque", "timestamp_ms")
 
     command = "offset"
 
-    def __init__(self, topic: str, group: str, partition: int, offset: int, opaque: int = 0) -> None:
+    def __init__(
+        self,
+        topic: str,
+        group: str,
+        partition: int,
+        offset: int,
+        opaque: int = 0,
+        timestamp_ms: Optional[int] = None,
+    ) -> None:
         self.topic = topic
         self.group = group
         self.partition = partition
         self.offset = offset
         self.opaque = opaque
+        self.timestamp_ms = timestamp_ms
 
     def encode(self) -> bytes:
-        """``offset topic group partition offset opaque\\r\\n``."""
+        """
+        ``offset topic group partition offset opaque\\r\\n``, or with
+        ``timestamp_ms`` ``offset topic group partition @unixMs opaque\\r\\n``.
+        """
+        if self.timestamp_ms is not None:
+            return _line(b"offset", self.topic, self.group, self.partition, b"@%d" % (self.timestamp_ms,), self.opaque)
         return _line(b"offset", self.topic, self.group, self.partition, self.offset, self.opaque)
 
 
@@ -1246,6 +1266,14 @@ class MetaqRequestParser(_LineStream):
         # offset topic group partition offset opaque
         if len(fields) != 6:
             return self._bad("offset", fields, "expected 6 fields, got %d" % (len(fields),))
+        # offset topic group partition @unixMs opaque (txnsq's extension)
+        timestamp_ms: Optional[int] = None
+        if fields[4][:1] == b"@":
+            digits = fields[4][1:]
+            timestamp_ms = _int64(digits) if digits.isdigit() else None
+            if timestamp_ms is None:
+                return self._bad("offset", fields, "invalid timestamp %s" % (_show(fields[4]),))
+            fields = fields[:4] + [b"0"] + fields[5:]
         names = self._names("offset", fields)
         if isinstance(names, MetaqError):
             return names
@@ -1253,7 +1281,7 @@ class MetaqRequestParser(_LineStream):
         if opaque is None:
             return self._bad("offset", fields, "invalid opaque %s" % (_show(fields[5]),))
         topic, group, partition, offset = names
-        return OffsetRequest(topic, group, partition, offset, opaque)
+        return OffsetRequest(topic, group, partition, offset, opaque, timestamp_ms)
 
     def _version(self, fields: List[bytes]) -> object:
         # version [opaque]

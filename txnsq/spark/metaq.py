@@ -222,6 +222,24 @@ class BlockingMetaqClient:
         """The valid offset nearest ``offset``. :raises MetaqResultError: refused."""
         return offset_result(self._call(OffsetRequest, topic, group, partition, offset))
 
+    def offset_for_time(
+        self, topic: str, partition: int, timestamp_ms: int, group: str = DEFAULT_GROUP
+    ) -> int:
+        """
+        txnsq's offset by time: a record start at or before the first
+        record published at or after unix milliseconds ``timestamp_ms``
+        (see :meth:`txnsq.client.metaq.MetaqClient.offset_for_time`; drop
+        the older records read after it with
+        :func:`txnsq.client.metaq.records_since`).
+
+        :raises MetaqResultError: refused (400 from a broker without it).
+        """
+
+        def make(opaque: int) -> OffsetRequest:
+            return OffsetRequest(topic, group, partition, 0, opaque, timestamp_ms)
+
+        return offset_result(self._call(make))
+
     def stats(self, item: Optional[str] = None) -> str:
         """The broker's statistics (all, or ``item``) as text."""
         return text_result(self._call(StatsRequest, item), "stats")

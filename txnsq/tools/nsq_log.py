@@ -14,8 +14,11 @@ records.  ``--format=text`` writes each body and a newline;
 ``partition``, ``offset``, ``flag``, ``attribute`` and ``body`` (text when
 valid UTF-8, else ``attribute_base64``/``body_base64``).
 
-Records carry no time, and the MetaQ ``offset`` command takes an offset,
-not a time, so there is no ``--timestamp`` (see docs/tools/nsq_log.md).
+``--timestamp=T`` (RFC 3339 or unix milliseconds, as nsqd's
+``/channel/rewind`` takes) prints exactly the records published at or
+after T: txnsq's offset by time (``offset ... @unixMs``, docs/metaq.md)
+gives a start at or before the first of them, and the records read whose
+nsqd id time is before T are skipped.
 """
 
 from __future__ import annotations
@@ -31,10 +34,10 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 
 from txnsq.cli import BOOL, DURATION, INT, STRING, Flag
-from txnsq.client.metaq import DEFAULT_GROUP, LogRecord, MetaqReader
+from txnsq.client.metaq import DEFAULT_GROUP, LogRecord, MetaqReader, id_time, id_time_threshold
 from txnsq.tools.common import fatal, parse_command_line, run_reactor, version_flag, version_requested
 
-__all__ = ["LogPrinter", "follow_partition", "format_json", "main", "nsq_log_flags", "validate"]
+__all__ = ["LogPrinter", "follow_partition", "format_json", "main", "nsq_log_flags", "timestamp_ns", "validate"]
 
 PROGRAM = "nsq_log"
 
@@ -52,6 +55,12 @@ def nsq_log_flags() -> List[Flag]:
         Flag("partition", INT, 0, "partition to read"),
         Flag("offset", INT, -1, "read from this offset (default: the earliest kept)"),
         Flag("earliest", BOOL, False, "read from the earliest record kept (the default)"),
+        Flag(
+            "timestamp",
+            STRING,
+            "",
+            "print the records published at or after this time (RFC 3339 or unix milliseconds)",
+        ),
         Flag("n", INT, 0, "total records to show (0: all)"),
         Flag("format", STRING, "text", "output format: text (body per line) or json (one object per record)"),
         Flag("max-size", INT, 64 * 1024, "bytes asked for by each get (a larger record is still read)"),
@@ -77,6 +86,13 @@ def validate(values: Any) -> Optional[str]:
         return "--topic required"
     if values["offset"] >= 0 and values["earliest"]:
         return "use --offset or --earliest not both"
+    if values["timestamp"]:
+        if values["offset"] >= 0 or values["earliest"]:
+            return "use --timestamp without --offset or --earliest"
+        try:
+            timestamp_ns(values["timestamp"])
+        except ValueError:
+            return "--timestamp must be RFC 3339 or unix milliseconds"
     if values["offset"] < -1:
         return "--offset must be 0 or more"
     if values["partition"] < 0:
@@ -94,6 +110,22 @@ def validate(values: Any) -> Optional[str]:
     if bool(values["tls_cert"]) != bool(values["tls_key"]):
         return "--tls-cert and --tls-key go together"
     return None
+
+
+def timestamp_ns(text: str) -> int:
+    """
+    ``--timestamp``: RFC 3339 (``2026-11-26T10:00:00.25Z``) or unix
+    milliseconds, in unix nanoseconds, as nsqd's ``/channel/rewind``
+    reads it.
+
+    :raises ValueError: neither form, or before 1970.
+    """
+    from txnsq.nsqd.retention import parse_timestamp
+
+    value = parse_timestamp(text)
+    if value < 0:
+        raise ValueError("before 1970: %r" % (text,))
+    return value
 
 
 def _field(record: Dict[str, Any], name: str, value: Optional[bytes]) -> None:
@@ -131,12 +163,21 @@ class LogPrinter:
     :ivar shown: records written so far.
     """
 
-    def __init__(self, out: IO[bytes], partition: int, output: str = "text", total: int = 0) -> None:
+    def __init__(
+        self,
+        out: IO[bytes],
+        partition: int,
+        output: str = "text",
+        total: int = 0,
+        since_ns: Optional[int] = None,
+    ) -> None:
         self.out = out
         self.partition = partition
         self.json = output == "json"
         self.total = total
         self.shown = 0
+        #: With ``since_ns``, the id time below which records are skipped.
+        self.since: Optional[int] = None if since_ns is None else id_time_threshold(since_ns)
 
     @property
     def finished(self) -> bool:
@@ -144,7 +185,13 @@ class LogPrinter:
         return self.total > 0 and self.shown >= self.total
 
     def write(self, records: List[LogRecord]) -> None:
-        """Write ``records``, up to ``total`` in all, as one write."""
+        """
+        Write ``records`` (those published at or after ``since_ns`` by the
+        time in their ids, when given), up to ``total`` in all, as one write.
+        """
+        since = self.since
+        if since is not None:
+            records = [record for record in records if id_time(record.id) >= since]
         if self.total > 0:
             records = records[: self.total - self.shown]
         if self.json:
@@ -259,16 +306,28 @@ def main(argv: Optional[Sequence[str]] = None, stdout: Optional[IO[bytes]] = Non
             fatal("bad --nsqd-metaq-address %s - %s" % (address, error))
         clients: List[Any] = []
 
-        def connected(client: Any) -> "Deferred[int]":
-            clients.append(client)
-            offset = 0 if values["offset"] < 0 else values["offset"]
+        since_ns = timestamp_ns(values["timestamp"]) if values["timestamp"] else None
+
+        def walk_from(client: Any, offset: int) -> "Deferred[int]":
             reader = MetaqReader(
                 client, values["topic"], values["partition"], offset, values["max_size"], values["group"]
             )
-            printer = LogPrinter(out, values["partition"], values["format"], values["n"])
+            printer = LogPrinter(out, values["partition"], values["format"], values["n"], since_ns)
             walk = follow_partition(reader, printer, reactor, values["follow"], values["poll_interval"])
             reactor.addSystemEventTrigger("before", "shutdown", walk.cancel)
             return walk
+
+        def connected(client: Any) -> "Deferred[int]":
+            clients.append(client)
+            if since_ns is not None:
+                # The wire takes milliseconds: the start is at or before the
+                # first record of that millisecond; the printer filters by
+                # the exact time.
+                asked = client.offset_for_time(
+                    values["topic"], values["partition"], since_ns // 1000000, values["group"]
+                )
+                return asked.addCallback(lambda offset: walk_from(client, offset))
+            return walk_from(client, 0 if values["offset"] < 0 else values["offset"])
 
         def finish(result: Any) -> Any:
             if clients and clients[0].connected:
