@@ -12,12 +12,13 @@ import os
 import struct
 from typing import Any, Generator, List
 
-from twisted.internet.defer import inlineCallbacks
+from twisted.internet.defer import Deferred, inlineCallbacks, succeed
 from twisted.trial.unittest import SynchronousTestCase, TestCase
 
 from tests.integration.faults import (
     CLEAN_EXIT,
     Consumer,
+    ControlClient,
     NSQDRunner,
     Publisher,
     account,
@@ -29,7 +30,7 @@ from tests.integration.faults import (
     run_fuzz,
     run_restart_loop,
 )
-from tests.integration.nsq_client import connect
+from tests.integration.nsq_client import Message, connect
 from tests.integration.test_durability import (
     bodies_of,
     message_body as record_body,
@@ -92,6 +93,85 @@ class AccountingTests(SynchronousTestCase):
         """A delivered number the publisher never sent is counted as foreign."""
         report = self.account_of([0], [0, 7], sent=1)
         self.assertEqual((report.lost, report.foreign), ([], 1))
+
+
+class _FakeControlConnection:
+    """An NSQClient stand-in for ControlClient: PUB runs ``on_pub``, FINs are recorded."""
+
+    def __init__(self) -> None:
+        self.lost = None
+        self.messages: List[Message] = []
+        self.fins: List[bytes] = []
+        self.on_pub: Any = lambda body: None
+
+    def pub(self, topic: str, body: bytes) -> "Deferred[bytes]":
+        self.on_pub(body)
+        return succeed(b"OK")
+
+    def wait_messages(self, count: int, timeout: float) -> "Deferred[bool]":
+        return succeed(len(self.messages) >= count)
+
+    def fin(self, msg_id: bytes) -> None:
+        self.fins.append(msg_id)
+
+    def round_trip(self, timeout: float) -> "Deferred[bytes]":
+        return succeed(b"E_FIN_FAILED")
+
+
+class ControlClientTests(SynchronousTestCase):
+    """The fuzz run's control round trip checks its own message, whenever it arrives."""
+
+    def control(self, count: int = 0) -> Any:
+        control = ControlClient(None, 0)
+        control.count = count
+        control.producer = _FakeControlConnection()
+        control.consumer = consumer = _FakeControlConnection()
+        return control, consumer
+
+    def deliver(self, consumer: Any, *bodies: bytes) -> None:
+        for body in bodies:
+            msg_id = b"%016d" % (len(consumer.messages),)
+            consumer.messages.append(Message(msg_id, 1, 0, body, 0.0))
+
+    def test_delivery_before_ok(self) -> None:
+        """A delivery that arrives before the producer's OK completes the round trip and is finished."""
+        control, consumer = self.control()
+        control.producer.on_pub = lambda body: self.deliver(consumer, body)
+        self.successResultOf(control.round_trip())
+        self.assertEqual((consumer.fins, consumer.messages), ([b"0000000000000000"], []))
+
+    def test_earlier_control_message(self) -> None:
+        """A requeued control message of an earlier round trip is finished and passed over."""
+        control, consumer = self.control(count=2)
+        self.deliver(consumer, b"control 2")
+        control.producer.on_pub = lambda body: self.deliver(consumer, b"control 1", body)
+        self.successResultOf(control.round_trip())
+        self.assertEqual(
+            consumer.fins, [b"0000000000000000", b"0000000000000001", b"0000000000000002"]
+        )
+
+    def test_other_message(self) -> None:
+        """Any other message first, a later control number included, fails the round trip."""
+        for stray in (b"control 4", b"fuzz 1", b"control x"):
+            control, consumer = self.control(count=2)
+            control.producer.on_pub = lambda body, stray=stray: self.deliver(consumer, stray, body)
+            failure = self.failureResultOf(control.round_trip(), AssertionError)
+            self.assertIn("expected %r" % (b"control 3",), str(failure.value))
+
+    def test_other_message_before_pub(self) -> None:
+        """A message other than an earlier control message, there before the PUB, fails the round trip."""
+        control, consumer = self.control(count=2)
+        self.deliver(consumer, b"control 3")
+        control.producer.on_pub = lambda body: self.deliver(consumer, body)
+        failure = self.failureResultOf(control.round_trip(), AssertionError)
+        self.assertIn("before PUB", str(failure.value))
+
+    def test_never_arrived(self) -> None:
+        """No delivery fails the round trip."""
+        control, consumer = self.control()
+        failure = self.failureResultOf(control.round_trip(), AssertionError)
+        self.assertEqual(str(failure.value), "control message 1 never arrived")
+        self.assertEqual(consumer.fins, [])
 
 
 class RestartLoopTests(TestCase):
