@@ -30,7 +30,6 @@ Everything but the storm's sockets runs on the reactor; nothing sleeps.
 from __future__ import annotations
 
 import os
-import resource
 import socket
 import struct
 import time
@@ -44,6 +43,7 @@ from twisted.internet.endpoints import TCP4ClientEndpoint
 from twisted.internet.protocol import Factory, Protocol
 from twisted.python.failure import Failure
 
+from bench.nsqd_harness import process_rss_bytes, raise_open_files_limit
 from tests.integration.nsq_client import NSQClient, connect
 from tests.integration.nsqd_process import ExitStatus, NSQDProcess, free_port
 from txnsq.protocol.frames import (
@@ -105,32 +105,6 @@ _NUMBER_WIDTH = 12
 def durable_flags() -> List[str]:
     """The flags under which every acknowledged PUB must survive SIGKILL."""
     return ["--mem-queue-size=0", "--sync-every=1"]
-
-
-def process_rss_bytes(pid: int) -> Optional[int]:
-    """A process's resident memory (``VmRSS`` of ``/proc/PID/status``), or None."""
-    try:
-        with open("/proc/%d/status" % (pid,), "rb") as status:
-            for line in status:
-                if line.startswith(b"VmRSS:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        return None
-    return None
-
-
-def raise_open_files_limit(wanted: int) -> int:
-    """
-    Lift this process's soft limit on open files towards ``wanted`` (up to
-    the hard limit); children started afterwards inherit it.  Returns the
-    soft limit now in force.
-    """
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft != resource.RLIM_INFINITY and soft < wanted:
-        target = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
-        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
-        soft = target
-    return int(soft)
 
 
 # -- nsqd on fixed ports -----------------------------------------------------
