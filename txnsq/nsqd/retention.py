@@ -246,6 +246,18 @@ class TopicRetention:
         except OSError as error:
             raise RetainedWriteError("retained log write failed - %s" % (error,)) from None
 
+    def append_id_batch(self, ids: Sequence[int], bodies: Sequence[bytes], timestamp_ns: int) -> None:
+        """
+        Append NSQ messages (ids as integers, flag 0) to the next partition
+        in turn, with one write.
+
+        :raises RetainedWriteError: they could not be written.
+        """
+        try:
+            self.log.append_id_batch(ids, bodies, timestamp_ns)
+        except OSError as error:
+            raise RetainedWriteError("retained log write failed - %s" % (error,)) from None
+
     def append_one(self, msg_id: bytes, data: bytes, timestamp_ns: int) -> None:
         """
         Append one NSQ message's record (flag 0) to the next partition in turn.
