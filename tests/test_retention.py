@@ -149,6 +149,36 @@ class RetainedPublishTests(RetainedTestCase):
         self.assertLessEqual(log.retained_bytes, 10000 + largest)
 
 
+    def test_retention_ten_megabytes(self) -> None:
+        """
+        A topic retained with bytes=10 MB over 4 partitions, fed 30 MB, never
+        holds more than 10 MB plus one segment, in its counters or its files,
+        and keeps at least the newest 10 MB.
+        """
+        self.broker = self.open(sync_every=2500, mem_queue_size=100000)
+        limit = 10 * 1024 * 1024
+        topic = self.retained(partitions=4, size=limit)
+        log = topic.retention.log
+        bodies = [bytes([n % 256]) * 1000 for n in range(100)]
+        written = 0
+        largest = 0
+        for _ in range(320):
+            topic.publish_many(bodies)
+            written += 100 * 1020
+            largest = max([largest] + [s.bytes for p in log.partitions for s in p.segments()])
+            self.assertLessEqual(log.retained_bytes, limit + largest)
+        self.assertGreater(written, 3 * limit)
+        self.assertGreaterEqual(log.retained_bytes, limit)
+        self.assertLess(largest, limit)
+        on_disk = sum(
+            os.path.getsize(os.path.join(root, name))
+            for root, _, names in os.walk(self.directory)
+            for name in names
+            if name.endswith(".log")
+        )
+        self.assertLessEqual(on_disk, limit + largest)
+
+
 class RetainedTCPTests(RetainedTestCase):
     """Publishing to a retained topic over the V2 protocol."""
 
