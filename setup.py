@@ -45,7 +45,6 @@ setup(
     zip_safe=False,
     install_requires=[
         "twisted[tls]>=22.10",
-        "txaio>=23.1",
         "klein>=23.5",
         "python-snappy>=0.6",
         "service-identity>=21.1",
