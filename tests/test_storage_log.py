@@ -19,7 +19,7 @@ from twisted.trial.unittest import SynchronousTestCase
 
 from txnsq.storage import log as log_module
 from txnsq.storage.diskqueue_format import DiskFormatError
-from txnsq.storage.disk import write_file_atomically
+from txnsq.files import write_file_atomically
 from txnsq.storage.log import (
     OffsetOutOfRange,
     PartitionLog,

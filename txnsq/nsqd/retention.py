@@ -33,7 +33,7 @@ from twisted.logger import Logger
 from txnsq.nsqd.guid import TWEPOCH
 from txnsq.nsqd.topic import PublishError
 from txnsq.protocol.message import encode_message
-from txnsq.storage.disk import write_file_atomically
+from txnsq.files import write_file_atomically
 from txnsq.storage.log import OffsetOutOfRange, RecordTooLarge, TopicLog
 from txnsq.storage.sync_worker import SyncWorker
 from txnsq.storage.log_format import ATTRIBUTE_FLAG, HEADER, HEADER_SIZE

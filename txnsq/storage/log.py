@@ -50,7 +50,7 @@ from typing import Any, Callable, Dict, Iterable, List, NamedTuple, Optional, Se
 from twisted.logger import Logger
 
 from txnsq.storage.diskqueue_format import DiskFormatError
-from txnsq.storage.disk import write_file_atomically
+from txnsq.files import write_file_atomically
 from txnsq.storage.log_format import (
     HEADER,
     HEADER_SIZE,
