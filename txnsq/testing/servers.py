@@ -120,7 +120,7 @@ def start_nsqd(
             raise TypeError("NSQDOptions has no option %r" % (name,))
         setattr(options, name, value)
     options.validate()
-    service = NSQDService(options, reactor)
+    service = NSQDService.fromOptions(options, reactor)
     service.startService()
     try:
         yield service.whenListening()
