@@ -13,7 +13,7 @@ The names are imported when first used, so that importing one submodule
 (the broker core, say) does not import the HTTP API and its framework.
 """
 
-from typing import Any
+from txnsq.lazy import lazy_exports
 
 __all__ = ["NSQDOptions", "NSQDService", "parse_nsqd_args"]
 
@@ -24,10 +24,4 @@ _EXPORTS = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError("module %r has no attribute %r" % (__name__, name))
-    import importlib
-
-    return getattr(importlib.import_module(module), name)
+__getattr__ = lazy_exports(__name__, _EXPORTS)

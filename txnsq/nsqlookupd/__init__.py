@@ -10,7 +10,7 @@ To embed one in a Twisted application::
 The names are imported when first used.
 """
 
-from typing import Any
+from txnsq.lazy import lazy_exports
 
 __all__ = ["NSQLookupdOptions", "NSQLookupdService", "parse_nsqlookupd_args"]
 
@@ -21,10 +21,4 @@ _EXPORTS = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError("module %r has no attribute %r" % (__name__, name))
-    import importlib
-
-    return getattr(importlib.import_module(module), name)
+__getattr__ = lazy_exports(__name__, _EXPORTS)
