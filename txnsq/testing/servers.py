@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-from typing import Any, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence
 
 from twisted.internet.defer import Deferred, inlineCallbacks, maybeDeferred
 from twisted.python.failure import Failure
@@ -42,6 +42,7 @@ from txnsq.nsqd.service import NSQDService
 from txnsq.nsqlookupd.core import NSQLookupd
 from txnsq.nsqlookupd.options import NSQLookupdOptions, parse_nsqlookupd_args
 from txnsq.nsqlookupd.service import NSQLookupdService
+from txnsq.testing.memory import apply_overrides
 
 __all__ = ["RunningNSQD", "RunningNSQLookupd", "start_nsqd", "start_nsqlookupd"]
 
@@ -127,18 +128,8 @@ def start_nsqd(
     if not options.data_path and "data_path" not in overrides:
         data_path = tempfile.mkdtemp(prefix="txnsq-nsqd-")
         options.data_path = data_path
-    for name, value in overrides.items():
-        if not hasattr(options, name):
-            raise TypeError("NSQDOptions has no option %r" % (name,))
-        setattr(options, name, value)
-    options.validate()
-    service = NSQDService.fromOptions(options, reactor)
-    service.startService()
-    try:
-        yield service.whenListening()
-    except BaseException:
-        yield service.stopService()
-        raise
+    apply_overrides(options, overrides)
+    service = yield _listening(NSQDService.fromOptions(options, reactor))
     return RunningNSQD(service, data_path)
 
 
@@ -157,6 +148,18 @@ class RunningNSQLookupd(_RunningDaemon):
         super().__init__(service)
         self.lookupd: NSQLookupd = service.lookupd
         self.options: NSQLookupdOptions = service.options
+
+
+@inlineCallbacks
+def _listening(service: Any) -> Any:
+    """Start ``service``; fires with it once it listens (stopped again if it cannot)."""
+    service.startService()
+    try:
+        yield service.whenListening()
+    except BaseException:
+        yield service.stopService()
+        raise
+    return service
 
 
 class _Outcome:
@@ -214,16 +217,6 @@ def start_nsqlookupd(
     options = parse_nsqlookupd_args(
         ["--tcp-address=127.0.0.1:0", "--http-address=127.0.0.1:0"] + list(args)
     )
-    for name, value in overrides.items():
-        if not hasattr(options, name):
-            raise TypeError("NSQLookupdOptions has no option %r" % (name,))
-        setattr(options, name, value)
-    options.validate()
-    service = NSQLookupdService(options, reactor)
-    service.startService()
-    try:
-        yield service.whenListening()
-    except BaseException:
-        yield service.stopService()
-        raise
+    apply_overrides(options, overrides)
+    service = yield _listening(NSQLookupdService(options, reactor))
     return RunningNSQLookupd(service)
