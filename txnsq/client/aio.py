@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.test_client_aio -*-
+# -*- test-case-name: tests.integration.test_client_aio -*-
 """
 txnsq's client for asyncio programs: :class:`Producer` and
 :class:`Consumer` with coroutine methods, usable from ``asyncio.run()``

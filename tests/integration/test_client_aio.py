@@ -23,7 +23,7 @@ from tests.integration.nsqd_process import NSQDProcess
 from txnsq.client import aio
 from txnsq.client.message import Message
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 GUIDE = os.path.join(ROOT, "docs", "client.md")
 
 

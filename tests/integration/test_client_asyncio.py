@@ -23,7 +23,7 @@ from twisted.trial.unittest import TestCase
 
 from tests.integration.nsqd_process import NSQDProcess
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 GUIDE = os.path.join(ROOT, "docs", "client.md")
 
 #: The line the example prints after its round trip.
