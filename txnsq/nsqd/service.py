@@ -131,6 +131,13 @@ class NSQDService(MultiService):
             self.https_listener.setServiceParent(self)
         if self.metaq_listener is not None:
             self.metaq_listener.setServiceParent(self)
+        self.cluster: Optional[Any] = None
+        if options.cluster_address or options.routes:
+            from txnsq.cluster.service import ClusterService
+
+            self.cluster = ClusterService(self.broker, options, reactor)
+            self.cluster.setServiceParent(self)
+            self.http_api.cluster_stats = self.cluster.stats
         self.http_api.options_changed = self._option_changed
         # Not a child service: it starts once the listeners are bound (the
         # ports it registers are known then), see startService.
@@ -274,10 +281,12 @@ class NSQDService(MultiService):
             found.append(self.https_listener)
         if self.metaq_listener is not None:
             found.append(self.metaq_listener)
+        if self.cluster is not None:
+            found.extend(self.cluster.listeners())
         return found
 
     def bound_ports(self) -> Dict[str, int]:
-        """The ports actually bound, by listener label (``TCP``, ``HTTP``, ``HTTPS``, ``MetaQ``)."""
+        """The ports actually bound, by listener label (``TCP``, ``HTTP``, ``HTTPS``, ``MetaQ``, ``Cluster``)."""
         return {listener.label: listener.bound_port() for listener in self.listeners()}
 
     def whenListening(self) -> "Deferred[None]":

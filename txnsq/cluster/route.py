@@ -1,0 +1,365 @@
+# -*- test-case-name: tests.test_cluster_route -*-
+"""
+One route connection: the handshake, keepalive and per-connection
+interest of the NATS cluster protocol, as a thin Twisted protocol over
+:class:`~txnsq.protocol.nats_route.RouteParser`.  What to do with routes
+and messages is the :class:`~txnsq.cluster.node.RouteNode`'s business.
+
+Handshake, as real nats-server (2.9 to 2.15) needs it:
+
+- we dial: the server sends ``INFO``; we answer ``CONNECT`` then our own
+  ``INFO`` (upgrading to TLS first when its INFO says ``tls_required``);
+- the server dials: we send our ``INFO`` at once (TLS begins right after
+  it when routes use TLS); it sends ``CONNECT`` (its cluster name must be
+  ours) then its ``INFO``.
+
+Either way the route is up once both INFOs are known: we send our
+interest (``RS+``) and a ``PING``.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import TYPE_CHECKING, Any, Deque, Dict, List, Optional
+
+from twisted.internet.protocol import Protocol
+from twisted.logger import Logger
+from twisted.python.failure import Failure
+
+from txnsq.cluster.interest import InterestTable
+from txnsq.protocol.nats_route import (
+    CRLF,
+    ERR_AUTHORIZATION,
+    ERR_STALE_CONNECTION,
+    PING,
+    PONG,
+    Connect,
+    Err,
+    Info,
+    Ping,
+    Pong,
+    RouteMessage,
+    RouteOp,
+    RouteParser,
+    RouteProtocolError,
+    RouteSub,
+    RouteUnsub,
+    cluster_name_error,
+    encode_connect,
+    encode_err,
+    encode_info,
+)
+
+if TYPE_CHECKING:
+    from txnsq.cluster.node import RouteNode
+
+__all__ = ["RouteProtocol", "CONNECTING", "AWAIT_CONNECT", "AWAIT_INFO", "ROUTED", "CLOSED"]
+
+#: States.  Dialing side: CONNECTING (waiting for the server's INFO).
+#: Accepting side: AWAIT_CONNECT, then AWAIT_INFO.  Both: ROUTED, CLOSED.
+CONNECTING = "connecting"
+AWAIT_CONNECT = "await-connect"
+AWAIT_INFO = "await-info"
+ROUTED = "routed"
+CLOSED = "closed"
+
+#: Unanswered PINGs before a route is stale (nats-server's ping_max).
+MAX_PINGS_OUT = 2
+
+#: Seconds between tries to hand a held message over again.
+RETRY_INTERVAL = 0.05
+
+
+class RouteProtocol(Protocol):
+    """
+    One route to another cluster server.
+
+    :param node: the local server's :class:`RouteNode`.
+    :param outbound: we dialed (``url`` is what we dialed).
+    :param url: the route URL dialed, ``None`` for an accepted route.
+
+    :ivar state: one of the state constants.
+    :ivar peer_info: the peer's INFO fields (the latest).
+    :ivar server_id: the peer's ``server_id`` once known.
+    :ivar interest: what the peer wants (:class:`InterestTable`).
+    :ivar messages_in, bytes_in, messages_out, bytes_out: counts.
+    """
+
+    _log = Logger()
+    transport: Any
+
+    def __init__(self, node: RouteNode, outbound: bool, url: Optional[str] = None) -> None:
+        self.node = node
+        self.outbound = outbound
+        self.url = url
+        #: The node's dialer of ``url`` (outbound routes), told when we close.
+        self.dialer: Any = None
+        self.state = CONNECTING if outbound else AWAIT_CONNECT
+        self.parser = RouteParser(node.max_payload)
+        self.peer_info: Dict[str, Any] = {}
+        self.server_id: Optional[str] = None
+        self.interest = InterestTable()
+        self.messages_in = 0
+        self.bytes_in = 0
+        self.messages_out = 0
+        self.bytes_out = 0
+        self.pings_out = 0
+        self.connected_at = 0.0
+        self.error: Optional[str] = None
+        self._ping_call: Any = None
+        self._retry_call: Any = None
+        self._held: Deque[RouteOp] = deque()
+        self._paused = False
+        self._tls_started = False
+
+    def __repr__(self) -> str:
+        return "<RouteProtocol %s %s %s>" % (
+            "out" if self.outbound else "in",
+            self.server_id or self.url or "?",
+            self.state,
+        )
+
+    # -- Twisted -----------------------------------------------------------
+
+    def connectionMade(self) -> None:
+        """Count the connection; an accepted route sends its INFO at once."""
+        self.connected_at = self.node.clock.seconds()
+        self.node.connection_made(self)
+        if not self.outbound:
+            self.transport.write(encode_info(self.node.info_fields()))
+            if self.node.tls_server is not None:
+                self._tls_started = True
+                self.transport.startTLS(self.node.tls_server)
+
+    def dataReceived(self, data: bytes) -> None:
+        """Parse and handle; bad input gets ``-ERR`` and a close."""
+        if self.state == CLOSED:
+            return
+        try:
+            ops = self.parser.feed(data)
+        except RouteProtocolError as error:
+            self.protocol_error(error.text, error.detail)
+            return
+        if self._held:
+            self._held.extend(ops)
+            return
+        handle = self._handle
+        for index, op in enumerate(ops):
+            if not handle(op):
+                self._hold(ops[index:])
+                return
+            if self.state == CLOSED:
+                return
+
+    def connectionLost(self, reason: Failure = Failure(Exception("closed"))) -> None:
+        """Forget the route and its interest; the node redials if it should."""
+        previous, self.state = self.state, CLOSED
+        self._cancel_timers()
+        self._held.clear()
+        self.node.connection_lost(self, previous == ROUTED)
+
+    # -- handling ------------------------------------------------------------
+
+    def _handle(self, op: RouteOp) -> bool:
+        """Handle one operation; False when a message must wait (backpressure)."""
+        if type(op) is RouteMessage:
+            if self.state != ROUTED:
+                self.protocol_error(ERR_AUTHORIZATION, "message before the handshake")
+                return True
+            if not self.node.route_message(self, op):
+                return False
+            self.messages_in += 1
+            self.bytes_in += len(op.payload)
+            return True
+        kind = type(op)
+        if kind is Ping:
+            self.transport.write(PONG)
+        elif kind is Pong:
+            self.pings_out = 0
+            self.node.pong_received(self)
+        elif kind is RouteSub:
+            if self.state == ROUTED and self.interest.add(
+                op.account, op.subject, op.queue, op.weight  # type: ignore[union-attr]
+            ):
+                self.node.interest_changed(self)
+        elif kind is RouteUnsub:
+            if self.state == ROUTED and self.interest.remove(
+                op.account, op.subject, op.queue  # type: ignore[union-attr]
+            ):
+                self.node.interest_changed(self)
+        elif kind is Info:
+            self._info(op.fields)  # type: ignore[union-attr]
+        elif kind is Connect:
+            self._connect(op.fields)  # type: ignore[union-attr]
+        elif kind is Err:
+            self.error = op.text  # type: ignore[union-attr]
+            self.node.errors += 1
+            self._log.warn(
+                "NATS route {route}: -ERR {text!r}", route=self.describe(), text=self.error
+            )
+        return True
+
+    def _info(self, fields: Dict[str, Any]) -> None:
+        if self.state == CONNECTING:
+            self.peer_info = fields
+            self.server_id = str(fields.get("server_id", "")) or None
+            if fields.get("tls_required") and self.node.tls_client is not None:
+                self._tls_started = True
+                self.transport.startTLS(self.node.tls_client)
+            elif fields.get("tls_required"):
+                self.protocol_error("TLS Required", "the peer requires TLS routes")
+                return
+            self.transport.write(encode_connect(self.node.connect_fields()))
+            self.transport.write(encode_info(self.node.info_fields()))
+            self._routed()
+        elif self.state == AWAIT_CONNECT:
+            # nats-server 2.15 does the same to an INFO before CONNECT.
+            self.protocol_error(ERR_AUTHORIZATION, "INFO before CONNECT")
+        elif self.state == AWAIT_INFO:
+            self.peer_info = fields
+            self.server_id = str(fields.get("server_id", "")) or None
+            self._routed()
+        else:
+            # An update, or gossip about a server that joined.
+            self.peer_info.update(fields)
+            self.node.gossip(self, fields)
+
+    def _connect(self, fields: Dict[str, Any]) -> None:
+        if self.state != AWAIT_CONNECT:
+            return
+        if "lang" in fields:
+            self.protocol_error("attempted to connect to route port", "a client CONNECT")
+            return
+        theirs = fields.get("cluster")
+        ours = self.node.cluster_name
+        if theirs != ours:
+            self.protocol_error(cluster_name_error(str(theirs or ""), ours), "cluster name")
+            return
+        self.state = AWAIT_INFO
+
+    def _routed(self) -> None:
+        self.state = ROUTED
+        self.node.route_ready(self)
+        if self.state != ROUTED:
+            return
+        self.transport.writeSequence(self.node.interest_lines())
+        self.send_ping()
+        interval = self.node.ping_interval
+        self._ping_call = self.node.clock.callLater(interval, self._keepalive)
+
+    def _keepalive(self) -> None:
+        self._ping_call = None
+        if self.state != ROUTED:
+            return
+        if self.pings_out >= MAX_PINGS_OUT:
+            self.protocol_error(ERR_STALE_CONNECTION, "no PONG")
+            return
+        self.send_ping()
+        self._ping_call = self.node.clock.callLater(self.node.ping_interval, self._keepalive)
+
+    def send_ping(self) -> None:
+        """Send a PING (answered by a PONG once what came before is done)."""
+        self.pings_out += 1
+        self.transport.write(PING)
+
+    # -- backpressure --------------------------------------------------------
+
+    def _hold(self, ops: List[RouteOp]) -> None:
+        """A message cannot be taken now: stop reading and try again soon."""
+        self._held.extend(ops)
+        if not self._paused:
+            self._paused = True
+            self.transport.pauseProducing()
+            self.node.paused += 1
+        if self._retry_call is None:
+            self._retry_call = self.node.clock.callLater(RETRY_INTERVAL, self._retry)
+
+    def _retry(self) -> None:
+        self._retry_call = None
+        held = self._held
+        handle = self._handle
+        while held and self.state != CLOSED:
+            if not handle(held[0]):
+                self._retry_call = self.node.clock.callLater(RETRY_INTERVAL, self._retry)
+                return
+            held.popleft()
+        if self._paused and self.state != CLOSED:
+            self._paused = False
+            self.transport.resumeProducing()
+
+    # -- sending ---------------------------------------------------------------
+
+    def send_message(self, head: bytes, payload: bytes) -> None:
+        """Write one RMSG/HMSG: its line (``head``), payload and CRLF."""
+        self.messages_out += 1
+        self.bytes_out += len(payload)
+        self.transport.writeSequence((head, payload, CRLF))
+
+    def send(self, data: bytes) -> None:
+        """Write protocol bytes (RS+, RS-, ...) when routed."""
+        if self.state == ROUTED:
+            self.transport.write(data)
+
+    # -- closing ---------------------------------------------------------------
+
+    def protocol_error(self, text: str, detail: str = "") -> None:
+        """Send ``-ERR '<text>'`` and close (nats-server's way)."""
+        if self.state == CLOSED:
+            return
+        self.node.errors += 1
+        self._log.warn(
+            "NATS route {route}: {text} ({detail}), closing",
+            route=self.describe(),
+            text=text,
+            detail=detail,
+        )
+        self.transport.write(encode_err(text))
+        self.close()
+
+    def close(self) -> None:
+        """Close the connection (after what was written)."""
+        self._cancel_timers()
+        self.transport.loseConnection()
+
+    def abort(self) -> None:
+        """Drop the connection at once."""
+        self._cancel_timers()
+        abort = getattr(self.transport, "abortConnection", None)
+        if abort is not None:
+            abort()
+        else:
+            self.transport.loseConnection()
+
+    def _cancel_timers(self) -> None:
+        for name in ("_ping_call", "_retry_call"):
+            call = getattr(self, name)
+            setattr(self, name, None)
+            if call is not None and call.active():
+                call.cancel()
+
+    def describe(self) -> str:
+        """The peer as a log line names it."""
+        peer = self.transport.getPeer() if self.transport is not None else None
+        where = "%s:%s" % (getattr(peer, "host", "?"), getattr(peer, "port", "?"))
+        name = self.peer_info.get("server_name") or self.server_id or "?"
+        return "%s (%s)" % (where, name)
+
+    def stats(self) -> Dict[str, Any]:
+        """This route in /stats."""
+        return {
+            "server_id": self.server_id or "",
+            "server_name": str(self.peer_info.get("server_name", "")),
+            "version": str(self.peer_info.get("version", "")),
+            "url": self.url or "",
+            "remote_address": self.describe().split(" ", 1)[0],
+            "outbound": self.outbound,
+            "state": self.state,
+            "tls": self._tls_started,
+            "interest_count": len(self.interest),
+            "messages_in": self.messages_in,
+            "bytes_in": self.bytes_in,
+            "messages_out": self.messages_out,
+            "bytes_out": self.bytes_out,
+            "paused": self._paused,
+            "connected_at": int(self.connected_at),
+        }
