@@ -7,9 +7,9 @@ per message: does this peer want ``subject``, and through which groups?
 
 from __future__ import annotations
 
-from typing import Dict, FrozenSet, Optional, Set, Tuple
+from typing import Dict, FrozenSet, List, Optional, Set, Tuple
 
-from txnsq.cluster.subjects import is_literal, subject_matches
+from txnsq.cluster.subjects import subject_matches
 
 __all__ = ["InterestTable", "Match"]
 
@@ -118,6 +118,22 @@ class InterestTable:
         self._cache[key] = found
         return found
 
-    def wants_literal(self, account: str, subject: str) -> bool:
-        """Plain interest in exactly ``subject`` (literal only)."""
-        return is_literal(subject) and subject in self._plain.get(account, ())
+    def describe(self, skip: Tuple[str, ...] = ("$SYS",)) -> List[str]:
+        """
+        The interest as sorted ``"<account> <subject>"`` and ``"<account>
+        <subject> <queue> <weight>"`` items, leaving out the accounts in
+        ``skip`` (nats-server's own ``$SYS`` traffic).
+        """
+        found = [
+            "%s %s" % (account, subject)
+            for account, subjects in self._plain.items()
+            if account not in skip
+            for subject in subjects
+        ]
+        found.extend(
+            "%s %s %s %d" % (account, subject, queue, weight)
+            for account, groups in self._queues.items()
+            if account not in skip
+            for (subject, queue), weight in groups.items()
+        )
+        return sorted(found)

@@ -220,8 +220,10 @@ class RouteProtocol(Protocol):
             self.server_id = str(fields.get("server_id", "")) or None
             self._routed()
         else:
-            # An update, or gossip about a server that joined.
-            self.peer_info.update(fields)
+            # An update of the peer's own INFO, or gossip about another
+            # server (one that joined: its "ip" is to be dialed).
+            if fields.get("server_id", self.server_id) == self.server_id:
+                self.peer_info.update(fields)
             self.node.gossip(self, fields)
 
     def _connect(self, fields: Dict[str, Any]) -> None:
@@ -356,6 +358,7 @@ class RouteProtocol(Protocol):
             "state": self.state,
             "tls": self._tls_started,
             "interest_count": len(self.interest),
+            "interest": self.interest.describe(),
             "messages_in": self.messages_in,
             "bytes_in": self.bytes_in,
             "messages_out": self.messages_out,
