@@ -192,18 +192,25 @@ class RouteParser:
         is :data:`ERR_MAX_PAYLOAD`.  ``0``: no limit.
     """
 
-    __slots__ = ("max_payload", "_buffer", "_pending")
+    __slots__ = ("max_payload", "_chunks", "_held", "_need", "_pending")
 
     def __init__(self, max_payload: int = 1048576) -> None:
         self.max_payload = max_payload
-        self._buffer = b""
+        # Bytes received and not parsed yet, as received (joined only once
+        # there is enough to go on: a large payload arriving in many
+        # chunks is copied once, not once per chunk).
+        self._chunks: List[bytes] = []
+        self._held = 0
+        # How many held bytes parsing needs to make progress (a pending
+        # payload and its CRLF); 0: any new byte may end a line.
+        self._need = 0
         # A message line parsed whose payload has not all arrived:
         # (account, subject, reply, queues, header size, total size).
         self._pending: Optional[Tuple[str, str, Optional[str], Tuple[str, ...], int, int]] = None
 
     def buffered(self) -> int:
         """Bytes received and not yet parsed."""
-        return len(self._buffer)
+        return self._held
 
     def feed(self, data: bytes) -> List[RouteOp]:
         """
@@ -212,7 +219,15 @@ class RouteParser:
         :raises RouteProtocolError: bad input (the operations before it in
             ``data`` are lost with the connection, which must be closed).
         """
-        buf = self._buffer + data if self._buffer else data
+        if self._chunks:
+            self._chunks.append(data)
+            self._held += len(data)
+            if self._held < self._need:
+                return []
+            buf = b"".join(self._chunks)
+            self._chunks = []
+        else:
+            buf = data
         ops: List[RouteOp] = []
         append = ops.append
         pos = 0
@@ -302,7 +317,14 @@ class RouteParser:
             else:
                 raise RouteProtocolError(ERR_UNKNOWN_OP, repr(line[:32]))
         self._pending = pending
-        self._buffer = buf[pos:] if pos < end else b""
+        if pos < end:
+            rest = buf[pos:] if pos else buf
+            self._chunks = [rest]
+            self._held = len(rest)
+            self._need = pending[5] + 2 if pending is not None else 0
+        else:
+            self._held = 0
+            self._need = 0
         return ops
 
     def _message_args(
