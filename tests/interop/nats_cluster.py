@@ -114,7 +114,18 @@ class NatsServer:
     ports, in cluster ``cluster``, dialing ``routes``.
     """
 
-    def __init__(self, reactor: Any, binary: str, name: str, cluster: str, routes: List[str]) -> None:
+    def __init__(
+        self,
+        reactor: Any,
+        binary: str,
+        name: str,
+        cluster: str,
+        routes: List[str],
+        tls: Optional[Dict[str, str]] = None,
+        directory: str = ".",
+    ) -> None:
+        self.tls = tls
+        self.directory = directory
         self.reactor = reactor
         self.binary = binary
         self.name = name
@@ -137,6 +148,8 @@ class NatsServer:
         return "nats-route://127.0.0.1:%d" % (self.cluster_port,)
 
     def args(self) -> List[str]:
+        if self.tls is not None:
+            return [self.binary, "-c", self.write_config()]
         args = [
             self.binary,
             "-a", "127.0.0.1",
@@ -152,6 +165,32 @@ class NatsServer:
         if self.routes:
             args += ["--routes", ",".join(self.routes)]
         return args
+
+    def write_config(self) -> str:
+        """A configuration file with TLS routes (only a file can say that)."""
+        assert self.tls is not None
+        routes = ", ".join(json.dumps(url) for url in self.routes)
+        text = (
+            "host: 127.0.0.1\nport: %d\nhttp_port: %d\nserver_name: %s\n"
+            "cluster {\n  name: %s\n  listen: 127.0.0.1:%d\n  no_advertise: true\n"
+            "  routes: [%s]\n  tls {\n    cert_file: %s\n    key_file: %s\n"
+            "    ca_file: %s\n    verify: true\n    timeout: 5\n  }\n}\n"
+            % (
+                self.port,
+                self.monitor_port,
+                self.name,
+                self.cluster,
+                self.cluster_port,
+                routes,
+                json.dumps(self.tls["cert"]),
+                json.dumps(self.tls["key"]),
+                json.dumps(self.tls["ca"]),
+            )
+        )
+        path = os.path.join(self.directory, "nats-%s.conf" % (self.name,))
+        with open(path, "w") as out:
+            out.write(text)
+        return path
 
     @inlineCallbacks
     def start(self) -> Any:
@@ -231,3 +270,69 @@ class NatsClient:
     def errors(self) -> str:
         """What it wrote to stderr."""
         return self.output.err.decode("utf-8", "replace")
+
+
+def write_route_tls_files(directory: str) -> Dict[str, str]:
+    """
+    A CA and one certificate for 127.0.0.1, good for both ends of a route
+    (server and client authentication), as PEM files in ``directory``:
+    ``{"ca": ..., "cert": ..., "key": ...}``.
+    """
+    import datetime
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+    os.makedirs(directory, exist_ok=True)
+    now = datetime.datetime.now(datetime.timezone.utc)
+    start, end = now - datetime.timedelta(days=1), now + datetime.timedelta(days=7)
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "txnsq route test CA")])
+    ca = (
+        x509.CertificateBuilder()
+        .subject_name(ca_name)
+        .issuer_name(ca_name)
+        .public_key(ca_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(start)
+        .not_valid_after(end)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .sign(ca_key, hashes.SHA256())
+    )
+    key = ec.generate_private_key(ec.SECP256R1())
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")]))
+        .issuer_name(ca_name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(start)
+        .not_valid_after(end)
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(
+            x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]),
+            critical=False,
+        )
+        .add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+            critical=False,
+        )
+        .sign(ca_key, hashes.SHA256())
+    )
+    paths = {name: os.path.join(directory, name + ".pem") for name in ("ca", "cert", "key")}
+    with open(paths["ca"], "wb") as out:
+        out.write(ca.public_bytes(serialization.Encoding.PEM))
+    with open(paths["cert"], "wb") as out:
+        out.write(cert.public_bytes(serialization.Encoding.PEM))
+    with open(paths["key"], "wb") as out:
+        out.write(
+            key.private_bytes(
+                serialization.Encoding.PEM,
+                serialization.PrivateFormat.PKCS8,
+                serialization.NoEncryption(),
+            )
+        )
+    return paths

@@ -26,7 +26,13 @@ from tests.integration.test_nsqd_process import LOOPBACK
 from tests.integration.test_retention_process import FinishingClient
 from twisted.internet.endpoints import TCP4ClientEndpoint
 from twisted.internet.protocol import Factory
-from tests.interop.nats_cluster import NatsClient, NatsServer, find_nats_server, wait_until
+from tests.interop.nats_cluster import (
+    NatsClient,
+    NatsServer,
+    find_nats_server,
+    wait_until,
+    write_route_tls_files,
+)
 
 CLUSTER = "txnsq-test"
 
@@ -65,15 +71,19 @@ class NatsRouteMixin:
     # -- processes -----------------------------------------------------------
 
     @inlineCallbacks
-    def nats_server(self, name: str, routes: List[str]) -> Generator[Any, Any, NatsServer]:
-        server = NatsServer(self.reactor, self.binary, name, CLUSTER, routes)
+    def nats_server(
+        self, name: str, routes: List[str], tls: Optional[Dict[str, str]] = None
+    ) -> Generator[Any, Any, NatsServer]:
+        directory = self.mktemp()
+        os.makedirs(directory)
+        server = NatsServer(self.reactor, self.binary, name, CLUSTER, routes, tls, directory)
         self.servers.append(server)
         self.addCleanup(server.kill)
         yield server.start()
         return server
 
     @inlineCallbacks
-    def nsqd(self, seed: NatsServer, cluster_port: int) -> Generator[Any, Any, NSQDProcess]:
+    def nsqd(self, seed: NatsServer, cluster_port: int, *extra: str) -> Generator[Any, Any, NSQDProcess]:
         data_path = self.mktemp()
         os.makedirs(data_path, exist_ok=True)
         process = NSQDProcess(
@@ -84,7 +94,8 @@ class NatsRouteMixin:
                 "--cluster-address=127.0.0.1:%d" % (cluster_port,),
                 "--cluster-name=" + CLUSTER,
                 "--routes=" + seed.route_url,
-            ],
+            ]
+            + list(extra),
             self.reactor,
         )
         yield process.start()
@@ -319,6 +330,39 @@ class NatsRouteMixin:
         elapsed = self.reactor.seconds() - started
         sys.stdout.write("[%s] txnsq SIGKILL+restart: traffic after %.2f s\n" % (self.which, elapsed))
         self.assertLess(elapsed, REFORM_DEADLINE)
+
+    @inlineCallbacks
+    def test_tls_routes(self) -> Generator[Any, Any, None]:
+        """
+        With TLS routes on the nats-servers (certificates verified both
+        ways), txnsq's dialed and accepted routes are TLS and carry
+        messages both ways.
+        """
+        files = write_route_tls_files(self.mktemp())
+        a = yield self.nats_server("A", [], tls=files)
+        b = yield self.nats_server("B", [a.route_url], tls=files)
+        nsqd = yield self.nsqd(
+            a,
+            free_port(),
+            "--cluster-tls-cert=" + files["cert"],
+            "--cluster-tls-key=" + files["key"],
+            "--cluster-tls-ca=" + files["ca"],
+        )
+        client = self.nats_client()
+        yield client.subscribe("a", a, "nsq.orders")
+        yield client.subscribe("b", b, "nsq.orders")
+        yield self.routes_with(nsqd, [a, b], {"A": ["$G nsq.orders"], "B": ["$G nsq.orders"]})
+        cluster = yield self.cluster_stats(nsqd)
+        directions = sorted(route["outbound"] for route in cluster["routes"] if route["primary"])
+        self.assertEqual(directions, [False, True])
+        self.assertTrue(all(route["tls"] for route in cluster["routes"]))
+        yield self.post(nsqd, "/topic/create?topic=clicks")
+        yield self.post(nsqd, "/channel/create?topic=clicks&channel=ch")
+        consumer = yield self.consumer(nsqd)
+        self.addCleanup(consumer.close)
+        yield consumer.sub("clicks", "ch")
+        consumer.rdy(2500)
+        yield self.round(nsqd, client, consumer, ["a", "b"], b, "tls")
 
     @inlineCallbacks
     def round(

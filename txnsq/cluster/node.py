@@ -161,9 +161,7 @@ class RouteNode:
         (until the listener is bound: :meth:`set_advertise`).
     :param max_payload: the largest message payload taken from a route.
     :param ping_interval: seconds between keepalive PINGs.
-    :param tls_client: TLS client options for routes whose server asks
-        for TLS (``None``: such routes fail).
-    :param tls_server: TLS server options; accepted routes are then TLS.
+    :param tls: routes are TLS (the transports are; INFO and CONNECT say so).
 
     :ivar server_id: our random ``server_id``.
     :ivar routes: the route sent on, by the peer's ``server_id``.
@@ -186,8 +184,7 @@ class RouteNode:
         advertise: Optional[Tuple[str, int]] = None,
         max_payload: int = 1048576,
         ping_interval: float = 30.0,
-        tls_client: Any = None,
-        tls_server: Any = None,
+        tls: bool = False,
     ) -> None:
         self.clock = clock
         self.cluster_name = cluster_name
@@ -197,8 +194,7 @@ class RouteNode:
         self.advertise = advertise
         self.max_payload = max_payload
         self.ping_interval = ping_interval
-        self.tls_client = tls_client
-        self.tls_server = tls_server
+        self.tls = tls
         self.routes: Dict[str, RouteProtocol] = {}
         self.connections: Set[RouteProtocol] = set()
         self.errors = 0
@@ -271,7 +267,7 @@ class RouteNode:
             "max_payload": self.max_payload,
             "cluster": self.cluster_name,
         }
-        if self.tls_server is not None:
+        if self.tls:
             fields["tls_required"] = True
             fields["tls_verify"] = True
         return fields
@@ -282,7 +278,7 @@ class RouteNode:
             "echo": True,
             "verbose": False,
             "pedantic": False,
-            "tls_required": self.tls_client is not None,
+            "tls_required": self.tls,
             "name": self.server_id,
             "cluster": self.cluster_name,
             "headers": True,

@@ -5,13 +5,14 @@ interest of the NATS cluster protocol, as a thin Twisted protocol over
 :class:`~txnsq.protocol.nats_route.RouteParser`.  What to do with routes
 and messages is the :class:`~txnsq.cluster.node.RouteNode`'s business.
 
-Handshake, as real nats-server (2.9 to 2.15) needs it:
+Handshake, as real nats-server (2.9 to 2.15) needs it (with TLS routes the
+connection is TLS from its first byte, as nats-server's are; the service
+wraps the transport, this protocol does not see it):
 
 - we dial: the server sends ``INFO``; we answer ``CONNECT`` then our own
-  ``INFO`` (upgrading to TLS first when its INFO says ``tls_required``);
-- the server dials: we send our ``INFO`` at once (TLS begins right after
-  it when routes use TLS); it sends ``CONNECT`` (its cluster name must be
-  ours) then its ``INFO``.
+  ``INFO``;
+- the server dials: we send our ``INFO`` at once; it sends ``CONNECT``
+  (its cluster name must be ours) then its ``INFO``.
 
 Either way the route is up once both INFOs are known: we send our
 interest (``RS+``) and a ``PING``.
@@ -110,7 +111,6 @@ class RouteProtocol(Protocol):
         self._retry_call: Any = None
         self._held: Deque[RouteOp] = deque()
         self._paused = False
-        self._tls_started = False
 
     def __repr__(self) -> str:
         return "<RouteProtocol %s %s %s>" % (
@@ -127,9 +127,6 @@ class RouteProtocol(Protocol):
         self.node.connection_made(self)
         if not self.outbound:
             self.transport.write(encode_info(self.node.info_fields()))
-            if self.node.tls_server is not None:
-                self._tls_started = True
-                self.transport.startTLS(self.node.tls_server)
 
     def dataReceived(self, data: bytes) -> None:
         """Parse and handle; bad input gets ``-ERR`` and a close."""
@@ -203,12 +200,6 @@ class RouteProtocol(Protocol):
         if self.state == CONNECTING:
             self.peer_info = fields
             self.server_id = str(fields.get("server_id", "")) or None
-            if fields.get("tls_required") and self.node.tls_client is not None:
-                self._tls_started = True
-                self.transport.startTLS(self.node.tls_client)
-            elif fields.get("tls_required"):
-                self.protocol_error("TLS Required", "the peer requires TLS routes")
-                return
             self.transport.write(encode_connect(self.node.connect_fields()))
             self.transport.write(encode_info(self.node.info_fields()))
             self._routed()
@@ -356,7 +347,7 @@ class RouteProtocol(Protocol):
             "remote_address": self.describe().split(" ", 1)[0],
             "outbound": self.outbound,
             "state": self.state,
-            "tls": self._tls_started,
+            "tls": self.node.tls,
             "interest_count": len(self.interest),
             "interest": self.interest.describe(),
             "messages_in": self.messages_in,

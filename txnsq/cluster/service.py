@@ -84,9 +84,10 @@ class ClusterService(MultiService):
         MultiService.__init__(self)
         self.reactor = reactor
         self.options = options
-        tls_client = tls_server = None
+        self.tls_client: Any = None
+        tls_server: Any = None
         if options.cluster_tls_cert:
-            tls_client = route_tls_options(
+            self.tls_client = route_tls_options(
                 options.cluster_tls_cert, options.cluster_tls_key, options.cluster_tls_ca, False
             )
             tls_server = route_tls_options(
@@ -99,8 +100,7 @@ class ClusterService(MultiService):
             server_name="txnsq-%s" % (options.broadcast_address,),
             max_payload=options.max_msg_size,
             ping_interval=options.cluster_ping_interval,
-            tls_client=tls_client,
-            tls_server=tls_server,
+            tls=tls_server is not None,
         )
         self.bridge = NatsBridge(
             broker,
@@ -113,16 +113,26 @@ class ClusterService(MultiService):
         if options.cluster_address:
             from txnsq.nsqd.options import listen_endpoint_description
 
+            factory: Any = RouteServerFactory(self.node)
+            if tls_server is not None:
+                from twisted.protocols.tls import TLSMemoryBIOFactory
+
+                # TLS from the first byte, as nats-server's routes.
+                factory = TLSMemoryBIOFactory(tls_server, False, factory)
             self.listener = ListeningService(
                 "Cluster",
                 reactor,
                 listen_endpoint_description(options.cluster_address),
-                RouteServerFactory(self.node),
+                factory,
             )
             self.listener.setServiceParent(self)
 
     def _connect(self, host: str, port: int, dialer: Any) -> "Deferred[Any]":
-        endpoint = TCP4ClientEndpoint(self.reactor, host, port, timeout=CONNECT_TIMEOUT)
+        endpoint: Any = TCP4ClientEndpoint(self.reactor, host, port, timeout=CONNECT_TIMEOUT)
+        if self.tls_client is not None:
+            from twisted.internet.endpoints import wrapClientTLS
+
+            endpoint = wrapClientTLS(self.tls_client, endpoint)
         return connectProtocol(endpoint, self.node.build_protocol(dialer))
 
     def startService(self) -> None:
