@@ -1,0 +1,84 @@
+"""
+Two txnsq nsqd in this process joined by a route (real sockets on
+127.0.0.1): the route layer between txnsq nodes, the bridge on both ends
+(a topic published on one reaches the other once, and is not echoed
+back), and the cluster's /stats and /metrics.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Generator
+
+from twisted.internet.defer import inlineCallbacks
+from twisted.trial.unittest import TestCase
+
+from tests.integration.test_http_process import http_client
+from tests.interop.nats_cluster import wait_until
+from txnsq.testing import start_nsqd
+
+
+class TwoNodeRouteTests(TestCase):
+    """nsqd 2 dials nsqd 1's route listener."""
+
+    timeout = 60
+
+    @inlineCallbacks
+    def setUp(self) -> Generator[Any, Any, None]:
+        from twisted.internet import reactor
+
+        self.reactor = reactor
+        self.http = http_client(reactor)
+        self.one = yield start_nsqd(["--cluster-address=127.0.0.1:0", "--cluster-name=c"])
+        self.addCleanup(self.one.stop)
+        port = self.one.service.bound_ports()["Cluster"]
+        self.two = yield start_nsqd(
+            ["--cluster-address=127.0.0.1:0", "--cluster-name=c", "--routes=nats-route://127.0.0.1:%d" % (port,)]
+        )
+        self.addCleanup(self.two.stop)
+
+        def routed() -> bool:
+            return all(
+                len(node.service.cluster.node.routes) == 1
+                and all(r.interest.describe() == ["$G nsq.>"] for r in node.service.cluster.node.routes.values())
+                for node in (self.one, self.two)
+            )
+
+        yield wait_until(reactor, routed, 10, "the two nodes to route")
+
+    @inlineCallbacks
+    def test_topic_crosses_once(self) -> Generator[Any, Any, None]:
+        """A publish on one node reaches the other node's topic once and is not echoed back."""
+        self.one.broker.get_topic("t").get_channel("c")
+        self.two.broker.get_topic("t").get_channel("c")
+        for n in range(100):
+            self.one.broker.get_topic("t").publish(b"one-%d" % (n,))
+            self.two.broker.get_topic("t").publish(b"two-%d" % (n,))
+        yield wait_until(
+            self.reactor,
+            lambda: self.one.broker.topics["t"].message_count == 200
+            and self.two.broker.topics["t"].message_count == 200,
+            10,
+            "each side to have both sides' messages",
+        )
+        # A round trip on each route: anything echoed would be in by now.
+        yield self.one.service.cluster.node.flush()
+        yield self.two.service.cluster.node.flush()
+        self.assertEqual(self.one.broker.topics["t"].message_count, 200)
+        self.assertEqual(self.two.broker.topics["t"].message_count, 200)
+        bridge = self.one.service.cluster.bridge
+        self.assertEqual((bridge.to_nats, bridge.from_nats), (100, 100))
+
+    @inlineCallbacks
+    def test_stats_and_metrics(self) -> Generator[Any, Any, None]:
+        """/stats has the cluster section and /metrics its families; the listener is logged as Cluster."""
+        response = yield self.http.get("http://127.0.0.1:%d/stats?format=json" % (self.one.http_port,))
+        stats = json.loads((yield response.content()))
+        cluster = stats["cluster"]
+        self.assertEqual(cluster["cluster_name"], "c")
+        self.assertEqual(cluster["route_count"], 1)
+        self.assertEqual(cluster["routes"][0]["server_id"], self.two.service.cluster.node.server_id)
+        response = yield self.http.get("http://127.0.0.1:%d/metrics" % (self.one.http_port,))
+        text = (yield response.content()).decode()
+        self.assertIn("nsqd_cluster_routes 1\n", text)
+        self.assertIn("nsqd_nats_bridge_messages_to_nats_total 0\n", text)
