@@ -118,7 +118,7 @@ class LocalInterestTests(SynchronousTestCase):
         node.start(["nats-route://127.0.0.1:6222"])
         protocol, transport = dialed_route(node, dials, "SA")
         transport.clear()
-        subscription = node.subscribe("$G", "x.>", lambda route, message: True)
+        subscription = node.subscribe("$G", "x.>", lambda route, batch: len(batch.payloads))
         self.assertEqual(written(transport), [RouteSub("$G", "x.>")])
         node.unsubscribe(subscription)
         self.assertEqual(written(transport), [RouteUnsub("$G", "x.>")])
@@ -129,8 +129,8 @@ class LocalInterestTests(SynchronousTestCase):
         node.start(["nats-route://127.0.0.1:6222"])
         protocol, transport = dialed_route(node, dials, "SA")
         transport.clear()
-        first = node.subscribe("$G", "s", lambda route, message: True, queue="q")
-        node.subscribe("$G", "s", lambda route, message: True, queue="q")
+        first = node.subscribe("$G", "s", lambda route, batch: len(batch.payloads), queue="q")
+        node.subscribe("$G", "s", lambda route, batch: len(batch.payloads), queue="q")
         self.assertEqual(written(transport), [RouteSub("$G", "s", "q", 1), RouteSub("$G", "s", "q", 2)])
         node.unsubscribe(first)
         self.assertEqual(written(transport), [RouteSub("$G", "s", "q", 1)])
@@ -139,8 +139,15 @@ class LocalInterestTests(SynchronousTestCase):
         """Messages go to matching handlers; queue handlers only when their group is named."""
         node, clock, dials = make_node()
         got: List[Tuple[str, bytes]] = []
-        node.subscribe("$G", "a.>", lambda route, m: got.append(("plain", m.payload)) or True)
-        node.subscribe("$G", "a.b", lambda route, m: got.append(("queue", m.payload)) or True, queue="q")
+        def recorder(kind: str) -> Any:
+            def handler(route: Any, batch: Any) -> int:
+                got.extend((kind, payload) for payload in batch.payloads)
+                return len(batch.payloads)
+
+            return handler
+
+        node.subscribe("$G", "a.>", recorder("plain"))
+        node.subscribe("$G", "a.b", recorder("queue"), queue="q")
         node.start(["nats-route://127.0.0.1:6222"])
         protocol, transport = dialed_route(node, dials, "SA")
         protocol.dataReceived(b"RMSG $G a.b 1\r\n1\r\nRMSG $G a.b | q 1\r\n2\r\nRMSG $G zzz 1\r\n3\r\n")

@@ -19,6 +19,7 @@ from txnsq.protocol.nats_route import (
     Ping,
     Pong,
     RouteMessage,
+    RouteMessages,
     RouteSub,
     encode_connect,
 )
@@ -31,7 +32,7 @@ class DialedRouteTests(SynchronousTestCase):
         """After the server's INFO: CONNECT, then our INFO, our interest, a PING."""
         node, clock, dials = make_node()
         node.start(["nats-route://127.0.0.1:6222"])
-        node.subscribe("$G", "nsq.>", lambda route, message: True)
+        node.subscribe("$G", "nsq.>", lambda route, batch: len(batch.payloads))
         protocol, transport = dials.accept(node)
         self.assertEqual(transport.value(), b"")
         protocol.dataReceived(server_info("SA"))
@@ -146,7 +147,7 @@ class AcceptedRouteTests(SynchronousTestCase):
     def test_connect_then_info(self) -> None:
         """CONNECT then the server's INFO make the route; interest and a PING follow."""
         node, clock, protocol, transport = self.accepted()
-        node.subscribe("$G", "nsq.>", lambda route, message: True)
+        node.subscribe("$G", "nsq.>", lambda route, batch: len(batch.payloads))
         transport.clear()
         protocol.dataReceived(encode_connect({"cluster": "c1", "headers": True}))
         self.assertEqual(protocol.state, AWAIT_INFO)
@@ -205,12 +206,11 @@ class BackpressureTests(SynchronousTestCase):
         taken: List[bytes] = []
         room = [1]
 
-        def handler(route: Any, message: RouteMessage) -> bool:
-            if room[0] <= 0:
-                return False
-            room[0] -= 1
-            taken.append(message.payload)
-            return True
+        def handler(route: Any, batch: RouteMessages) -> int:
+            count = min(room[0], len(batch.payloads))
+            room[0] -= count
+            taken.extend(batch.payloads[:count])
+            return count
 
         node.subscribe("$G", "nsq.>", handler)
         node.start(["nats-route://127.0.0.1:6222"])

@@ -19,6 +19,7 @@ from txnsq.protocol.nats_route import (
     Ping,
     Pong,
     RouteMessage,
+    RouteMessages,
     RouteParser,
     RouteProtocolError,
     RouteSub,
@@ -178,6 +179,58 @@ class RouteParserTests(SynchronousTestCase):
         """A line longer than 4096 bytes is Maximum Control Line Exceeded, even unfinished."""
         self.assertRefused(b"RS+ $G " + b"a" * MAX_CONTROL_LINE_SIZE, ERR_MAX_CONTROL_LINE)
         self.assertRefused(b"RS+ $G " + b"a" * MAX_CONTROL_LINE_SIZE + b"\r\n", ERR_MAX_CONTROL_LINE)
+
+
+def expand(ops: list) -> list:
+    """Batches as the single messages they stand for."""
+    found = []
+    for op in ops:
+        if isinstance(op, RouteMessages):
+            found.extend(
+                RouteMessage(op.account, op.subject, op.reply, op.queues, None, payload)
+                for payload in op.payloads
+            )
+        else:
+            found.append(op)
+    return found
+
+
+class BatchModeTests(SynchronousTestCase):
+    """A batching parser gives runs of identical RMSG lines as one RouteMessages."""
+
+    def test_run(self) -> None:
+        """Identical lines make one batch; another line starts another; HMSG is single."""
+        data = (
+            b"RMSG $G a 1\r\nx\r\nRMSG $G a 1\r\ny\r\nRMSG $G a 1\r\nz\r\n"
+            b"RMSG $G a 2\r\nzz\r\nPING\r\nHMSG $G a 12 12\r\nNATS/1.0\r\n\r\n\r\n"
+        )
+        ops = RouteParser(batch=True).feed(data)
+        self.assertEqual(
+            ops,
+            [
+                RouteMessages("$G", "a", None, (), [b"x", b"y", b"z"]),
+                RouteMessages("$G", "a", None, (), [b"zz"]),
+                Ping(),
+                RouteMessage("$G", "a", None, (), b"NATS/1.0\r\n\r\n", b""),
+            ],
+        )
+
+    def test_split_anywhere(self) -> None:
+        """Fed in any pieces, a batching parser gives the same messages in order."""
+        frame = b"RMSG $G s | q 3\r\nabc\r\n"
+        data = frame * 5 + b"RS+ $G t\r\n" + frame * 3
+        whole = expand(RouteParser().feed(data))
+        for size in (1, 2, 7, 23, len(data)):
+            parser = RouteParser(batch=True)
+            found = []
+            for start in range(0, len(data), size):
+                found.extend(parser.feed(data[start : start + size]))
+            self.assertEqual(expand(found), whole, size)
+
+    def test_bad_payload_end_in_run(self) -> None:
+        """A wrong size inside a run is refused as outside one."""
+        with self.assertRaises(RouteProtocolError):
+            RouteParser(batch=True).feed(b"RMSG $G a 1\r\nx\r\nRMSG $G a 1\r\nxy\r\n")
 
 
 class EncoderTests(SynchronousTestCase):

@@ -25,7 +25,7 @@ from txnsq.cluster.node import RouteNode
 from txnsq.cluster.route import RouteProtocol
 from txnsq.nsqd.topic import PublishError, Topic
 from txnsq.protocol.names import is_valid_topic_name
-from txnsq.protocol.nats_route import RouteMessage
+from txnsq.protocol.nats_route import RouteMessages
 
 __all__ = ["NatsBridge"]
 
@@ -87,39 +87,52 @@ class NatsBridge:
             self._bridged[topic_name] = found
         return found
 
-    def _from_nats(self, route: RouteProtocol, message: RouteMessage) -> bool:
+    def _from_nats(self, route: RouteProtocol, batch: RouteMessages) -> int:
         broker = self.broker
-        name = message.subject[len(self.prefix) :]
+        payloads = batch.payloads
+        count = len(payloads)
+        name = batch.subject[len(self.prefix) :]
         topic = broker.topics.get(name)
         if topic is None:
             if not is_valid_topic_name(name) or not self.bridged(name):
-                return self._drop(name)
+                return self._drop(name, count)
             if broker.exiting:
-                return True
+                return count
             topic = broker.get_topic(name)
         elif not self.bridged(name):
-            return self._drop(name)
+            return self._drop(name, count)
+        taken = 0
         self._inbound = True
         try:
-            topic.publish(message.payload)
+            if count == 1:
+                topic.publish(payloads[0])
+                taken = 1
+            else:
+                try:
+                    topic.publish_many(payloads)
+                    taken = count
+                except PublishError:
+                    # Not room for all: as many as there is room for.
+                    for payload in payloads:
+                        topic.publish(payload)
+                        taken += 1
         except PublishError:
             if broker.exiting or topic.exiting:
-                return True
-            return False
+                taken = count
         finally:
             self._inbound = False
-        self.from_nats += 1
-        return True
+        self.from_nats += taken
+        return taken
 
-    def _drop(self, name: str) -> bool:
-        self.invalid += 1
+    def _drop(self, name: str, count: int) -> int:
+        self.invalid += count
         if name not in self._invalid_logged and len(self._invalid_logged) < 1000:
             self._invalid_logged.add(name)
             self._log.warn(
                 "NATS bridge: dropping messages for {subject!r}: not a bridged NSQ topic name",
                 subject=self.prefix + name,
             )
-        return True
+        return count
 
     def _from_nsq(self, topic: Topic, bodies: List[bytes]) -> None:
         if self._inbound:
@@ -127,12 +140,12 @@ class NatsBridge:
         name = topic.name
         if not self.bridged(name):
             return
-        publish = self.node.publish
-        account = self.account
         subject = self.prefix + name
-        for body in bodies:
-            if publish(account, subject, body):
+        if len(bodies) == 1:
+            if self.node.publish(self.account, subject, bodies[0]):
                 self.to_nats += 1
+        else:
+            self.to_nats += self.node.publish_many(self.account, subject, bodies)
 
     def stats(self) -> dict:
         """The bridge's counts in /stats."""

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import os
 from base64 import b32encode
-from typing import Any, Callable, Dict, List, Optional, Set, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 from twisted.internet.defer import Deferred, DeferredList
 from twisted.logger import Logger
@@ -36,7 +36,8 @@ from txnsq.cluster.options import parse_route_url
 from txnsq.cluster.route import ROUTED, RouteProtocol
 from txnsq.cluster.subjects import subject_matches
 from txnsq.protocol.nats_route import (
-    RouteMessage,
+    CRLF,
+    RouteMessages,
     encode_hmsg_head,
     encode_rmsg_head,
     encode_rs_minus,
@@ -45,10 +46,13 @@ from txnsq.protocol.nats_route import (
 
 __all__ = ["Handler", "RouteNode", "Subscription", "new_server_id"]
 
-#: A message handler: ``handler(route, message) -> taken``.  ``False``
-#: means "not now": the route stops reading and offers the message again
-#: shortly (backpressure), so a handler must not have acted on it.
-Handler = Callable[[RouteProtocol, RouteMessage], bool]
+#: A message handler: ``handler(route, batch) -> taken``.  ``batch`` is a
+#: :class:`RouteMessages`: messages for one subject with the same reply
+#: and queues; the handler takes the first ``taken`` of its payloads.
+#: Fewer than all means "not now" for the rest: the route stops reading
+#: and offers them again shortly (backpressure), so a handler must not
+#: have acted on those.
+Handler = Callable[[RouteProtocol, RouteMessages], int]
 
 #: Cached send plans / dispatch lists before the caches are cleared.
 CACHE_SIZE = 4096
@@ -78,9 +82,10 @@ class Subscription:
         return "<Subscription %s %s %s>" % (self.account, self.subject, self.queue or "")
 
 
-# A send plan: (routes with plain interest, [(queue, [(route, weight)], total weight)])
+# A send plan: (routes with plain interest, [(queue, [(route, weight)],
+# total weight)], the RMSG lines made so far for plain messages by size).
 _Group = Tuple[str, List[Tuple[RouteProtocol, int]], int]
-_Plan = Tuple[List[RouteProtocol], List[_Group]]
+_Plan = Tuple[List[RouteProtocol], List[_Group], Dict[int, bytes]]
 
 
 class _Dialer:
@@ -367,9 +372,19 @@ class RouteNode:
         plan = self._plans.get((account, subject))
         if plan is None:
             plan = self._make_plan(account, subject)
-        plain, groups = plan
+        plain, groups, heads = plan
         if not plain and not groups:
             return 0
+        if not groups and headers is None and reply is None:
+            size = len(payload)
+            head = heads.get(size)
+            if head is None:
+                if len(heads) >= CACHE_SIZE:
+                    heads.clear()
+                head = heads[size] = encode_rmsg_head(account, subject, size)
+            for route in plain:
+                route.send_message(head, payload)
+            return len(plain)
         if headers is not None:
             body = headers + payload
         else:
@@ -402,6 +417,37 @@ class RouteNode:
             sent += 1
         return sent
 
+    def publish_many(self, account: str, subject: str, payloads: Sequence[bytes]) -> int:
+        """
+        :meth:`publish` several messages (in order); the number of sends.
+        Without queue groups each route gets them in one write.
+        """
+        plan = self._plans.get((account, subject))
+        if plan is None:
+            plan = self._make_plan(account, subject)
+        plain, groups, heads = plan
+        if not plain and not groups:
+            return 0
+        if groups:
+            return sum([self.publish(account, subject, payload) for payload in payloads])
+        parts: List[bytes] = []
+        append = parts.append
+        total = 0
+        for payload in payloads:
+            size = len(payload)
+            head = heads.get(size)
+            if head is None:
+                if len(heads) >= CACHE_SIZE:
+                    heads.clear()
+                head = heads[size] = encode_rmsg_head(account, subject, size)
+            append(head)
+            append(payload)
+            append(CRLF)
+            total += size
+        for route in plain:
+            route.send_messages(parts, len(payloads), total)
+        return len(plain) * len(payloads)
+
     @staticmethod
     def _head(
         account: str,
@@ -433,7 +479,7 @@ class RouteNode:
             (queue, routes, sum(weight for _, weight in routes))
             for queue, routes in sorted(members.items())
         ]
-        plan = (plain, groups)
+        plan: _Plan = (plain, groups, {})
         if len(self._plans) >= CACHE_SIZE:
             self._plans.clear()
         self._plans[(account, subject)] = plan
@@ -524,30 +570,48 @@ class RouteNode:
             return
         self.add_route_url(url.rstrip("/"))
 
-    def route_message(self, route: RouteProtocol, message: RouteMessage) -> bool:
-        """A message from a route to the local subscriptions; False: not now."""
-        key = (message.account, message.subject)
+    def route_messages(self, route: RouteProtocol, batch: RouteMessages) -> int:
+        """
+        Messages from a route to the local subscriptions; how many (of
+        ``batch.payloads``, in order) were taken: fewer means the rest later.
+
+        With one subscription wanting them (the usual case: the bridge)
+        the batch goes to it whole.  With several, message by message; a
+        subscription refusing one stops there, and the others, which took
+        it, will be given it again.
+        """
+        key = (batch.account, batch.subject)
         targets = self._dispatch.get(key)
         if targets is None:
             targets = tuple(
                 subscription
                 for subscription in self._subscriptions
-                if subscription.account == message.account
-                and subject_matches(subscription.subject, message.subject)
+                if subscription.account == batch.account
+                and subject_matches(subscription.subject, batch.subject)
             )
             if len(self._dispatch) >= CACHE_SIZE:
                 self._dispatch.clear()
             self._dispatch[key] = targets
+        queues = batch.queues
+        if queues or any(target.queue is not None for target in targets):
+            targets = tuple(
+                target for target in targets if target.queue is None or target.queue in queues
+            )
+        count = len(batch.payloads)
         if not targets:
-            self.messages_dropped += 1
-            return True
-        queues = message.queues
-        for subscription in targets:
-            if subscription.queue is not None and subscription.queue not in queues:
-                continue
-            if not subscription.handler(route, message):
-                return False
-        return True
+            self.messages_dropped += count
+            return count
+        if len(targets) == 1:
+            return targets[0].handler(route, batch)
+        headers = batch.headers
+        for index, payload in enumerate(batch.payloads):
+            one = batch._replace(
+                payloads=[payload], headers=[headers[index]] if headers is not None else None
+            )
+            for target in targets:
+                if not target.handler(route, one):
+                    return index
+        return count
 
     # -- stats ---------------------------------------------------------------------
 

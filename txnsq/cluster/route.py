@@ -40,6 +40,7 @@ from txnsq.protocol.nats_route import (
     Ping,
     Pong,
     RouteMessage,
+    RouteMessages,
     RouteOp,
     RouteParser,
     RouteProtocolError,
@@ -71,6 +72,19 @@ MAX_PINGS_OUT = 2
 RETRY_INTERVAL = 0.05
 
 
+def _as_batch(message: RouteMessage) -> RouteMessages:
+    """One message (an HMSG, or an RMSG from a parser not batching) as a batch."""
+    headers = message.headers
+    return RouteMessages(
+        message.account,
+        message.subject,
+        message.reply,
+        message.queues,
+        [message.payload],
+        [headers] if headers is not None else None,
+    )
+
+
 class RouteProtocol(Protocol):
     """
     One route to another cluster server.
@@ -96,7 +110,7 @@ class RouteProtocol(Protocol):
         #: The node's dialer of ``url`` (outbound routes), told when we close.
         self.dialer: Any = None
         self.state = CONNECTING if outbound else AWAIT_CONNECT
-        self.parser = RouteParser(node.max_payload)
+        self.parser = RouteParser(node.max_payload, batch=True)
         self.peer_info: Dict[str, Any] = {}
         self.server_id: Optional[str] = None
         self.interest = InterestTable()
@@ -140,11 +154,40 @@ class RouteProtocol(Protocol):
         if self._held:
             self._held.extend(ops)
             return
-        handle = self._handle
+        self._process(ops)
+
+    def _process(self, ops: List[RouteOp]) -> None:
+        """
+        Handle ``ops`` in order.  Messages go to the node in batches (a
+        run of RMSGs for one subject is one :class:`RouteMessages`); when
+        not all of a batch can be taken now, the rest of it and what
+        follows are held (backpressure).
+        """
         for index, op in enumerate(ops):
-            if not handle(op):
-                self._hold(ops[index:])
+            kind = type(op)
+            if kind is RouteMessages or kind is RouteMessage:
+                if self.state != ROUTED:
+                    self.protocol_error(ERR_AUTHORIZATION, "message before the handshake")
+                    return
+                if kind is RouteMessage:
+                    op = _as_batch(op)  # type: ignore[arg-type]
+                batch: RouteMessages = op  # type: ignore[assignment]
+                payloads = batch.payloads
+                taken = self.node.route_messages(self, batch)
+                if taken:
+                    self.messages_in += taken
+                    if taken == len(payloads):
+                        self.bytes_in += sum(map(len, payloads))
+                        continue
+                    self.bytes_in += sum(map(len, payloads[:taken]))
+                headers = batch.headers
+                rest = batch._replace(
+                    payloads=payloads[taken:],
+                    headers=headers[taken:] if headers is not None else None,
+                )
+                self._hold([rest] + ops[index + 1 :])
                 return
+            self._handle(op)
             if self.state == CLOSED:
                 return
 
@@ -157,17 +200,8 @@ class RouteProtocol(Protocol):
 
     # -- handling ------------------------------------------------------------
 
-    def _handle(self, op: RouteOp) -> bool:
-        """Handle one operation; False when a message must wait (backpressure)."""
-        if type(op) is RouteMessage:
-            if self.state != ROUTED:
-                self.protocol_error(ERR_AUTHORIZATION, "message before the handshake")
-                return True
-            if not self.node.route_message(self, op):
-                return False
-            self.messages_in += 1
-            self.bytes_in += len(op.payload)
-            return True
+    def _handle(self, op: RouteOp) -> None:
+        """Handle one operation other than a message."""
         kind = type(op)
         if kind is Ping:
             self.transport.write(PONG)
@@ -194,7 +228,6 @@ class RouteProtocol(Protocol):
             self._log.warn(
                 "NATS route {route}: -ERR {text!r}", route=self.describe(), text=self.error
             )
-        return True
 
     def _info(self, fields: Dict[str, Any]) -> None:
         if self.state == CONNECTING:
@@ -269,14 +302,10 @@ class RouteProtocol(Protocol):
 
     def _retry(self) -> None:
         self._retry_call = None
-        held = self._held
-        handle = self._handle
-        while held and self.state != CLOSED:
-            if not handle(held[0]):
-                self._retry_call = self.node.clock.callLater(RETRY_INTERVAL, self._retry)
-                return
-            held.popleft()
-        if self._paused and self.state != CLOSED:
+        ops = list(self._held)
+        self._held.clear()
+        self._process(ops)
+        if not self._held and self._paused and self.state != CLOSED:
             self._paused = False
             self.transport.resumeProducing()
 
@@ -287,6 +316,12 @@ class RouteProtocol(Protocol):
         self.messages_out += 1
         self.bytes_out += len(payload)
         self.transport.writeSequence((head, payload, CRLF))
+
+    def send_messages(self, parts: List[bytes], count: int, size: int) -> None:
+        """Write ``count`` messages (``size`` payload bytes) already framed in ``parts``."""
+        self.messages_out += count
+        self.bytes_out += size
+        self.transport.writeSequence(parts)
 
     def send(self, data: bytes) -> None:
         """Write protocol bytes (RS+, RS-, ...) when routed."""

@@ -22,9 +22,9 @@ without regard to case and fields are split on runs of spaces or tabs::
 :class:`RouteProtocolError` (carrying the text nats-server sends in its
 ``-ERR``) for bad input; after an error the connection must be closed.
 The ``encode_*`` functions build the operations.  A message's payload is
-handed on as one ``bytes`` slice of what was received: no copy beyond it
-is made, and a parse that waits for the rest of a payload does not
-re-scan what it has.
+handed on as one ``bytes`` slice of what was received; a payload arriving
+in many chunks is joined once; the arguments of a message line seen
+lately are not parsed again (bulk traffic repeats one subject and size).
 
 Facts the seed leaves open follow nats-server (``server/parser.go``,
 ``server/route.go``): the argument forms of RMSG and HMSG, the
@@ -51,6 +51,7 @@ __all__ = [
     "Ping",
     "Pong",
     "RouteMessage",
+    "RouteMessages",
     "RouteOp",
     "RouteParser",
     "RouteProtocolError",
@@ -75,6 +76,9 @@ PONG = b"PONG\r\n"
 
 #: nats-server's ``MAX_CONTROL_LINE_SIZE``: the longest operation line.
 MAX_CONTROL_LINE_SIZE = 4096
+
+#: Message lines whose parse is remembered (see ``RouteParser``).
+LINE_CACHE_SIZE = 256
 
 #: nats-server's texts for ``-ERR``.
 ERR_UNKNOWN_OP = "Unknown Protocol Operation"
@@ -152,6 +156,22 @@ class RouteMessage(NamedTuple):
     payload: bytes
 
 
+class RouteMessages(NamedTuple):
+    """
+    Several messages for ``subject`` of ``account`` with the same reply
+    and queues: their ``payloads`` in order (a run of RMSGs, from a
+    :class:`RouteParser` in batch mode), and ``headers`` (each message's
+    header block) for HMSGs, ``None`` for RMSGs.
+    """
+
+    account: str
+    subject: str
+    reply: Optional[str]
+    queues: Tuple[str, ...]
+    payloads: List[bytes]
+    headers: Optional[List[bytes]] = None
+
+
 class Ping(NamedTuple):
     """``PING``: answer with ``PONG``."""
 
@@ -170,7 +190,9 @@ class Err(NamedTuple):
     text: str
 
 
-RouteOp = Union[Info, Connect, RouteSub, RouteUnsub, RouteMessage, Ping, Pong, Ok, Err]
+RouteOp = Union[
+    Info, Connect, RouteSub, RouteUnsub, RouteMessage, RouteMessages, Ping, Pong, Ok, Err
+]
 
 _PING = Ping()
 _PONG = Pong()
@@ -190,12 +212,26 @@ class RouteParser:
 
     :param max_payload: the largest payload (with headers) accepted; more
         is :data:`ERR_MAX_PAYLOAD`.  ``0``: no limit.
+    :param batch: RMSGs (not HMSGs) become :class:`RouteMessages`, one per
+        run of RMSGs whose lines are byte for byte the same (one subject,
+        one size: bulk traffic) within what one ``feed`` completes, instead
+        of a :class:`RouteMessage` each.
     """
 
-    __slots__ = ("max_payload", "_chunks", "_held", "_need", "_pending")
+    __slots__ = (
+        "max_payload",
+        "batch",
+        "_chunks",
+        "_held",
+        "_need",
+        "_pending",
+        "_pending_line",
+        "_lines",
+    )
 
-    def __init__(self, max_payload: int = 1048576) -> None:
+    def __init__(self, max_payload: int = 1048576, batch: bool = False) -> None:
         self.max_payload = max_payload
+        self.batch = batch
         # Bytes received and not parsed yet, as received (joined only once
         # there is enough to go on: a large payload arriving in many
         # chunks is copied once, not once per chunk).
@@ -207,6 +243,11 @@ class RouteParser:
         # A message line parsed whose payload has not all arrived:
         # (account, subject, reply, queues, header size, total size).
         self._pending: Optional[Tuple[str, str, Optional[str], Tuple[str, ...], int, int]] = None
+        # Its line as received, with the line end (batch mode).
+        self._pending_line = b""
+        # RMSG/HMSG lines seen lately and their parsed arguments: bulk
+        # traffic repeats the same few lines (one subject, one size).
+        self._lines: Dict[bytes, Tuple[str, str, Optional[str], Tuple[str, ...], int, int]] = {}
 
     def buffered(self) -> int:
         """Bytes received and not yet parsed."""
@@ -233,15 +274,39 @@ class RouteParser:
         pos = 0
         end = len(buf)
         pending = self._pending
+        full = self._pending_line
         find = buf.find
+        startswith = buf.startswith
+        lines = self._lines
+        batch = self.batch
         while True:
             if pending is not None:
                 account, subject, reply, queues, hsize, total = pending
                 stop = pos + total
                 if stop + 2 > end:
                     break
-                if buf[stop : stop + 2] != CRLF:
+                if buf[stop] != 13 or buf[stop + 1] != 10:
                     raise RouteProtocolError(ERR_UNKNOWN_OP, "payload does not end with CRLF")
+                if hsize < 0 and batch:
+                    # The run of identical lines that follows, without
+                    # parsing each again.
+                    payloads = [buf[pos:stop]]
+                    pos = stop + 2
+                    step = len(full)
+                    while startswith(full, pos):
+                        start = pos + step
+                        stop = start + total
+                        if stop + 2 > end:
+                            break
+                        if buf[stop] != 13 or buf[stop + 1] != 10:
+                            raise RouteProtocolError(
+                                ERR_UNKNOWN_OP, "payload does not end with CRLF"
+                            )
+                        payloads.append(buf[start:stop])
+                        pos = stop + 2
+                    append(RouteMessages(account, subject, reply, queues, payloads))
+                    pending = None
+                    continue
                 if hsize < 0:
                     append(RouteMessage(account, subject, reply, queues, None, buf[pos:stop]))
                 else:
@@ -262,15 +327,23 @@ class RouteParser:
             if nl - pos > MAX_CONTROL_LINE_SIZE:
                 raise RouteProtocolError(ERR_MAX_CONTROL_LINE)
             line = buf[pos:nl]
+            if batch:
+                full = buf[pos : nl + 1]
             pos = nl + 1
             if line[-1:] == b"\r":
                 line = line[:-1]
+            pending = lines.get(line)
+            if pending is not None:
+                continue
             fields = line.split()
             if not fields:
                 raise RouteProtocolError(ERR_UNKNOWN_OP, "empty line")
             op = fields[0].upper()
             if op == b"RMSG" or op == b"HMSG":
                 pending = self._message_args(fields, op == b"HMSG")
+                if len(lines) >= LINE_CACHE_SIZE:
+                    lines.clear()
+                lines[line] = pending
             elif op == b"RS+":
                 n = len(fields)
                 if n == 3:
@@ -317,6 +390,7 @@ class RouteParser:
             else:
                 raise RouteProtocolError(ERR_UNKNOWN_OP, repr(line[:32]))
         self._pending = pending
+        self._pending_line = full if pending is not None else b""
         if pos < end:
             rest = buf[pos:] if pos else buf
             self._chunks = [rest]
