@@ -8,6 +8,8 @@ times (the median is printed):
 
 - ``nats A->B``: a raw NATS publisher on A, a raw NATS subscriber on B:
   the messages cross nats-server's own route;
+- ``NSQ MPUB alone``: the same ``MPUB``\s to a topic no NATS server
+  wants (the reference for the next row: nsqd's ingest without the route);
 - ``NSQ->NATS``: ``MPUB`` (batches of ``--batch``) to nsqd's topic, the
   same raw NATS subscriber, on A: the messages cross txnsq's route;
 - ``NATS->NSQ``: the same raw NATS publisher, on A, and an NSQ consumer
@@ -260,6 +262,7 @@ def main(argv: Optional[List[str]] = None) -> None:
     nsqd.start()
     results: Dict[str, List[float]] = {
         "nats A->B": [],
+        "NSQ MPUB alone": [],
         "NSQ->NATS": [],
         "NATS->NSQ": [],
         "NATS->NSQ topic": [],
@@ -278,6 +281,11 @@ def main(argv: Optional[List[str]] = None) -> None:
             )
             sub.close()
             results["nats A->B"].append(count / seconds)
+            # NSQ alone: the same MPUBs to a topic nobody in NATS wants.
+            alone = "bench_alone%d" % (round_number,)
+            began = time.monotonic()
+            nsq_publish(nsqd.tcp_address, alone, count, size, options.batch)
+            results["NSQ MPUB alone"].append(count / (time.monotonic() - began))
             # NSQ -> NATS through txnsq's route.
             out_topic = "bench_out%d" % (round_number,)
             sub = NatsSubscriber(a.port, "nsq." + out_topic, size)

@@ -444,8 +444,9 @@ class RouteNode:
             append(payload)
             append(CRLF)
             total += size
+        data = b"".join(parts)
         for route in plain:
-            route.send_messages(parts, len(payloads), total)
+            route.send_messages(data, len(payloads), total)
         return len(plain) * len(payloads)
 
     @staticmethod

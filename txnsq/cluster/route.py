@@ -317,11 +317,11 @@ class RouteProtocol(Protocol):
         self.bytes_out += len(payload)
         self.transport.writeSequence((head, payload, CRLF))
 
-    def send_messages(self, parts: List[bytes], count: int, size: int) -> None:
-        """Write ``count`` messages (``size`` payload bytes) already framed in ``parts``."""
+    def send_messages(self, data: bytes, count: int, size: int) -> None:
+        """Write ``count`` messages (``size`` payload bytes) already framed in ``data``."""
         self.messages_out += count
         self.bytes_out += size
-        self.transport.writeSequence(parts)
+        self.transport.write(data)
 
     def send(self, data: bytes) -> None:
         """Write protocol bytes (RS+, RS-, ...) when routed."""
