@@ -10,12 +10,33 @@ from __future__ import annotations
 import json
 from typing import Any, Generator
 
-from twisted.internet.defer import inlineCallbacks
+from twisted.internet.defer import Deferred, inlineCallbacks
+from twisted.internet.endpoints import TCP4ClientEndpoint, connectProtocol
+from twisted.internet.protocol import Protocol
+from twisted.python.failure import Failure
 from twisted.trial.unittest import TestCase
 
 from tests.integration.test_http_process import http_client
 from tests.interop.nats_cluster import wait_until
 from txnsq.testing import start_nsqd
+
+
+class _Raw(Protocol):
+    """Sends bytes once connected; collects what comes until the close."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self.received = b""
+        self.closed: Deferred[bytes] = Deferred()
+
+    def connectionMade(self) -> None:
+        self.transport.write(self.data)  # type: ignore[union-attr]
+
+    def dataReceived(self, data: bytes) -> None:
+        self.received += data
+
+    def connectionLost(self, reason: Failure = None) -> None:  # type: ignore[assignment]
+        self.closed.callback(self.received)
 
 
 class TwoNodeRouteTests(TestCase):
@@ -82,3 +103,27 @@ class TwoNodeRouteTests(TestCase):
         text = (yield response.content()).decode()
         self.assertIn("nsqd_cluster_routes 1\n", text)
         self.assertIn("nsqd_nats_bridge_messages_to_nats_total 0\n", text)
+
+    @inlineCallbacks
+    def test_bad_input(self) -> Generator[Any, Any, None]:
+        """
+        Bad input on the route port gets nats-server's -ERR and a close;
+        the established route and the rest of nsqd carry on.
+        """
+        port = self.one.service.bound_ports()["Cluster"]
+        cases = [
+            (b'CONNECT {"cluster":"other"}\r\n', b"-ERR 'Rejecting connection, cluster name \"other\" does not match \"c\"'\r\n"),
+            (b"HELLO\r\n", b"-ERR 'Unknown Protocol Operation'\r\n"),
+            (b'CONNECT {"cluster":"c"}\r\nINFO {"server_id":"X"}\r\nRMSG $G nsq.t 2\r\nabc\r\n', b"-ERR 'Unknown Protocol Operation'\r\n"),
+            (b'CONNECT {"cluster":"c"}\r\nINFO {"server_id":"X"}\r\nRMSG $G nsq.t 99999999\r\n', b"-ERR 'Maximum Payload Violation'\r\n"),
+        ]
+        for data, error in cases:
+            client = _Raw(data)
+            yield connectProtocol(TCP4ClientEndpoint(self.reactor, "127.0.0.1", port), client)
+            received = yield client.closed
+            self.assertTrue(received.startswith(b"INFO {"), received)
+            self.assertTrue(received.endswith(error), received)
+        self.assertNotIn("t", self.one.broker.topics)
+        self.assertEqual(len(self.one.service.cluster.node.routes), 1)
+        self.one.broker.get_topic("u").publish(b"still")
+        yield wait_until(self.reactor, lambda: "u" in self.two.broker.topics, 10, "the route to carry on")
