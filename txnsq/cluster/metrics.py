@@ -6,7 +6,8 @@ from the ``cluster`` section of ``/stats?format=json``:
 * ``nsqd_cluster_routes`` (servers routed), ``nsqd_cluster_connections``,
   ``nsqd_cluster_errors_total``, ``nsqd_cluster_backpressure_pauses_total``,
   ``nsqd_cluster_messages_unwanted_total`` (came with no local interest);
-* per route connection, labels ``{server_id,server_name,direction}``:
+* per route server and direction (connections summed), labels
+  ``{server_id,server_name,direction}``:
   ``nsqd_cluster_route_interest`` and
   ``nsqd_cluster_route_{messages,bytes}_{in,out}_total``;
 * the bridge: ``nsqd_nats_bridge_messages_{from_nats,to_nats,invalid}_total``.
@@ -14,7 +15,7 @@ from the ``cluster`` section of ``/stats?format=json``:
 
 from __future__ import annotations
 
-from typing import Any, List, Mapping
+from typing import Any, Dict, List, Mapping, Tuple
 
 from txnsq.nsqd.metrics import escape_label_value, format_value
 
@@ -58,15 +59,25 @@ def render_cluster_metrics(cluster: Mapping[str, Any]) -> bytes:
     routes = cluster.get("routes") or ()
     for name, kind, key, text in _ROUTE:
         _family(out, name, kind, text)
+        # Two connections to one server in one direction (a server's extra
+        # connection) are one sample: a label set may appear only once.
+        samples: Dict[Tuple[str, str, str], Any] = {}
         for route in routes:
+            labels = (
+                str(route.get("server_id", "")),
+                str(route.get("server_name", "")),
+                "out" if route.get("outbound") else "in",
+            )
+            samples[labels] = samples.get(labels, 0) + route.get(key, 0)
+        for (server_id, server_name, direction), value in samples.items():
             out.append(
                 '%s{server_id="%s",server_name="%s",direction="%s"} %s\n'
                 % (
                     name,
-                    escape_label_value(str(route.get("server_id", ""))),
-                    escape_label_value(str(route.get("server_name", ""))),
-                    "out" if route.get("outbound") else "in",
-                    format_value(route.get(key, 0)),
+                    escape_label_value(server_id),
+                    escape_label_value(server_name),
+                    direction,
+                    format_value(value),
                 )
             )
     bridge = cluster.get("nats_bridge")
