@@ -206,7 +206,10 @@ def cluster_interest(http_port: int) -> List[str]:
 
 def wait_topic(http_port: int, topic: str, count: int, done: Callable[[float], None]) -> None:
     """Poll /stats until ``topic`` has ``count`` messages; ``done(time)``."""
-    url = "http://127.0.0.1:%d/stats?format=json&include_clients=false&topic=%s" % (http_port, topic)
+    url = (
+        "http://127.0.0.1:%d/stats?format=json&include_clients=false&include_mem=false&topic=%s"
+        % (http_port, topic)
+    )
     while True:
         with urllib.request.urlopen(url) as reply:
             topics = json.load(reply)["topics"]
