@@ -127,3 +127,28 @@ class TwoNodeRouteTests(TestCase):
         self.assertEqual(len(self.one.service.cluster.node.routes), 1)
         self.one.broker.get_topic("u").publish(b"still")
         yield wait_until(self.reactor, lambda: "u" in self.two.broker.topics, 10, "the route to carry on")
+
+
+class AdvertiseTests(TestCase):
+    """What the route listener tells other servers to dial."""
+
+    @inlineCallbacks
+    def test_bound_address(self) -> Generator[Any, Any, None]:
+        """Without --cluster-advertise, INFO names the bound listener."""
+        nsqd = yield start_nsqd(["--cluster-address=127.0.0.1:0", "--cluster-name=c"])
+        self.addCleanup(nsqd.stop)
+        info = nsqd.service.cluster.node.info_fields()
+        self.assertEqual(
+            (info["host"], info["port"]), ("127.0.0.1", nsqd.service.bound_ports()["Cluster"])
+        )
+        self.assertEqual(info["cluster"], "c")
+
+    @inlineCallbacks
+    def test_advertise(self) -> Generator[Any, Any, None]:
+        """--cluster-advertise replaces the bound address in INFO."""
+        nsqd = yield start_nsqd(
+            ["--cluster-address=127.0.0.1:0", "--cluster-name=c", "--cluster-advertise=10.1.2.3:7777"]
+        )
+        self.addCleanup(nsqd.stop)
+        info = nsqd.service.cluster.node.info_fields()
+        self.assertEqual((info["host"], info["port"]), ("10.1.2.3", 7777))
