@@ -91,6 +91,16 @@ class SendPlanTests(SynchronousTestCase):
             node.publish("$G", "s", b"m")
         self.assertEqual((len(messages(transports["SA"])), len(messages(transports["SB"]))), (100, 300))
 
+    def test_groups_by_pattern(self) -> None:
+        """Groups of one queue name on two patterns are two groups, each served once."""
+        node, transports = self.mesh(
+            {"SA": b"RS+ $G nsq.* q 1\r\n", "SB": b"RS+ $G nsq.orders q 1\r\n"}
+        )
+        for _ in range(10):
+            node.publish("$G", "nsq.orders", b"m")
+        self.assertEqual(len(messages(transports["SA"])), 10)
+        self.assertEqual(len(messages(transports["SB"])), 10)
+
     def test_reply_and_headers(self) -> None:
         """A reply subject and headers go out as RMSG/HMSG forms."""
         node, transports = self.mesh({"SA": b"RS+ $G s\r\nRS+ $G s q 1\r\n"})

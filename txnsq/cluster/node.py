@@ -402,7 +402,9 @@ class RouteNode:
                 if slot < weight:
                     break
                 slot -= weight
-            named.setdefault(route, []).append(queue)
+            names = named.setdefault(route, [])
+            if queue not in names:
+                names.append(queue)
         sent = 0
         for route in plain:
             queues = named.pop(route, ())
@@ -463,22 +465,22 @@ class RouteNode:
         return encode_hmsg_head(account, subject, len(headers), size, reply, queues)
 
     def _make_plan(self, account: str, subject: str) -> _Plan:
+        # A queue group is a (subject pattern, queue name) pair, as in
+        # NATS: "nsq.*" q and "nsq.orders" q are two groups, each to get
+        # the message once; the RMSG names only the queue.
         plain: List[RouteProtocol] = []
-        members: Dict[str, List[Tuple[RouteProtocol, int]]] = {}
+        members: Dict[Tuple[str, str], List[Tuple[RouteProtocol, int]]] = {}
         for route in self.routes.values():
             wants, queues = route.interest.match(account, subject)
             if wants:
                 plain.append(route)
             if queues:
-                weights: Dict[str, int] = {}
                 for (pattern, queue), weight in route.interest.queue_groups(account).items():
                     if queue in queues and subject_matches(pattern, subject):
-                        weights[queue] = weights.get(queue, 0) + max(weight, 1)
-                for queue, weight in weights.items():
-                    members.setdefault(queue, []).append((route, weight))
+                        members.setdefault((pattern, queue), []).append((route, max(weight, 1)))
         groups = [
             (queue, routes, sum(weight for _, weight in routes))
-            for queue, routes in sorted(members.items())
+            for (_, queue), routes in sorted(members.items())
         ]
         plan: _Plan = (plain, groups, {})
         if len(self._plans) >= CACHE_SIZE:
