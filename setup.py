@@ -1,6 +1,28 @@
 """Packaging for txnsq: NSQ, the realtime distributed messaging platform, on Twisted."""
 
-from setuptools import find_packages, setup
+import os
+import platform
+
+from setuptools import Extension, find_packages, setup
+
+
+def _extensions() -> list:
+    """
+    The compiled speed-ups, beside the pure-Python modules they accelerate:
+    CPython only (PyPy runs the pure Python), optional (a machine with no
+    C compiler installs without them and runs the pure
+    Python), and left out with ``TXNSQ_NO_EXTENSIONS=1``.
+    """
+    if platform.python_implementation() != "CPython" or os.environ.get("TXNSQ_NO_EXTENSIONS"):
+        return []
+    return [
+        Extension(
+            "txnsq.storage._log_format",
+            ["txnsq/storage/_log_format.c"],
+            optional=True,
+        ),
+    ]
+
 
 with open("README.md", encoding="utf-8") as readme:
     LONG_DESCRIPTION = readme.read()
@@ -19,10 +41,10 @@ setup(
         "txnsq.nsqadmin": ["static/*.css", "static/*.js"],
     },
     include_package_data=True,
+    ext_modules=_extensions(),
     zip_safe=False,
     install_requires=[
         "twisted[tls]>=22.10",
-        "txaio>=23.1",
         "klein>=23.5",
         "python-snappy>=0.6",
         "service-identity>=21.1",

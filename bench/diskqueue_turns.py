@@ -28,7 +28,8 @@ from typing import Dict, List, Tuple
 from twisted.internet.task import Clock
 
 from txnsq.storage import disk
-from txnsq.storage.disk import DiskQueue, write_file_atomically
+from txnsq.files import write_file_atomically
+from txnsq.storage.disk import DiskQueue
 from txnsq.storage.sync_worker import SyncWorker
 
 

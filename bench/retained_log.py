@@ -40,7 +40,8 @@ from typing import Dict, List
 
 from twisted.internet.task import Clock
 
-from txnsq.storage.disk import DiskQueue, write_file_atomically
+from txnsq.files import write_file_atomically
+from txnsq.storage.disk import DiskQueue
 from txnsq.storage.log import PartitionLog
 from txnsq.storage.log_format import iter_records
 from txnsq.storage.sync_worker import SyncWorker

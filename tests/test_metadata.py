@@ -27,7 +27,6 @@ from txnsq.nsqd.metadata import (
     MetadataStore,
     Skipped,
     TopicMetadata,
-    atomic_write,
     decode_metadata,
     encode_metadata,
     snapshot,
@@ -237,36 +236,6 @@ class SnapshotTests(SynchronousTestCase):
     def test_empty(self) -> None:
         """A broker with no topic has an empty snapshot."""
         self.assertEqual(snapshot(make_broker()), [])
-
-
-class AtomicWriteTests(SynchronousTestCase):
-    """atomic_write."""
-
-    def setUp(self) -> None:
-        self.dir = self.mktemp()
-        os.mkdir(self.dir)
-        self.path = os.path.join(self.dir, "nsqd.dat")
-
-    def test_write_and_replace(self) -> None:
-        """The file is created (mode 0600), then replaced, and no temporary file is left."""
-        atomic_write(self.path, b"one")
-        atomic_write(self.path, b"two")
-        with open(self.path, "rb") as f:
-            self.assertEqual(f.read(), b"two")
-        self.assertEqual(stat.S_IMODE(os.stat(self.path).st_mode), 0o600)
-        self.assertEqual(os.listdir(self.dir), ["nsqd.dat"])
-
-    def test_rename_failure(self) -> None:
-        """When the rename fails the error is raised and the temporary file removed."""
-        os.mkdir(self.path)
-        with open(os.path.join(self.path, "keep"), "wb"):
-            pass
-        self.assertRaises(OSError, atomic_write, self.path, b"data")
-        self.assertEqual(os.listdir(self.dir), ["nsqd.dat"])
-
-    def test_missing_directory(self) -> None:
-        """Writing into a missing directory raises OSError."""
-        self.assertRaises(OSError, atomic_write, os.path.join(self.dir, "no", "nsqd.dat"), b"x")
 
 
 class StoreTestCase(SynchronousTestCase):

@@ -11,7 +11,7 @@ from __future__ import annotations
 import errno
 import json
 import os
-from typing import Any, List
+from typing import Any, List, Tuple
 
 from twisted.internet.task import Clock
 from twisted.trial.unittest import SynchronousTestCase
@@ -149,6 +149,36 @@ class RetainedPublishTests(RetainedTestCase):
         self.assertLessEqual(log.retained_bytes, 10000 + largest)
 
 
+    def test_retention_ten_megabytes(self) -> None:
+        """
+        A topic retained with bytes=10 MB over 4 partitions, fed 30 MB, never
+        holds more than 10 MB plus one segment, in its counters or its files,
+        and keeps at least the newest 10 MB.
+        """
+        self.broker = self.open(sync_every=2500, mem_queue_size=100000)
+        limit = 10 * 1024 * 1024
+        topic = self.retained(partitions=4, size=limit)
+        log = topic.retention.log
+        bodies = [bytes([n % 256]) * 1000 for n in range(100)]
+        written = 0
+        largest = 0
+        for _ in range(320):
+            topic.publish_many(bodies)
+            written += 100 * 1020
+            largest = max([largest] + [s.bytes for p in log.partitions for s in p.segments()])
+            self.assertLessEqual(log.retained_bytes, limit + largest)
+        self.assertGreater(written, 3 * limit)
+        self.assertGreaterEqual(log.retained_bytes, limit)
+        self.assertLess(largest, limit)
+        on_disk = sum(
+            os.path.getsize(os.path.join(root, name))
+            for root, _, names in os.walk(self.directory)
+            for name in names
+            if name.endswith(".log")
+        )
+        self.assertLessEqual(on_disk, limit + largest)
+
+
 class RetainedTCPTests(RetainedTestCase):
     """Publishing to a retained topic over the V2 protocol."""
 
@@ -194,6 +224,84 @@ class RetainedTCPTests(RetainedTestCase):
         self.assertIn(b"OK", transport.value())
         self.assertEqual([m.body for m in consumer.take()], [b"ok"])
         self.assertEqual([r.data for r in records(topic.retention.log, 0)], [b"ok"])
+
+
+    def tcp_client(self, port: int) -> Tuple[Any, Any]:
+        """A V2 connection (protocol, StringTransport) that sent the magic."""
+        from twisted.internet.address import IPv4Address
+        from twisted.internet.testing import StringTransport
+
+        from txnsq.nsqd.tcp import NSQDFactory
+
+        transport = StringTransport(peerAddress=IPv4Address("TCP", "127.0.0.1", port))
+        protocol = NSQDFactory(self.broker, self.clock).buildProtocol(transport.getPeer())
+        protocol.makeConnection(transport)
+        protocol.dataReceived(b"  V2")
+        return protocol, transport
+
+    def use_nsqd_options(self) -> None:
+        """A broker with nsqd's full options, as the V2 adapter needs."""
+        from txnsq.nsqd.options import NSQDOptions
+
+        options = NSQDOptions(storage="memory", data_path=self.directory)
+        self.broker = Broker(options, self.clock, MemoryStorage())
+        self.addCleanup(self.broker.close)
+
+    def test_pub_run_one_write(self) -> None:
+        """PUBs read together go to one partition in one write, answered OK each, in order."""
+        self.use_nsqd_options()
+        topic = self.retained()
+        consumer = self.consumer(topic)
+        writes: List[int] = []
+        partition = topic.retention.log.partitions[0]
+
+        def counted(fd: int, data: Any) -> int:
+            writes.append(len(data))
+            return os.write(fd, data)
+
+        partition.os_write = counted
+        protocol, transport = self.tcp_client(1)
+        protocol.dataReceived(b"".join(b"PUB t\n\x00\x00\x00\x02m%d" % (i,) for i in range(5)))
+        self.clock.advance(0)
+        self.assertEqual(transport.value(), b"\x00\x00\x00\x06\x00\x00\x00\x00OK" * 5)
+        self.assertEqual(writes, [5 * 22])
+        self.assertEqual([r.data for r in records(topic.retention.log, 0)], [b"m%d" % (i,) for i in range(5)])
+        self.assertEqual([m.body for m in consumer.take()], [b"m%d" % (i,) for i in range(5)])
+
+    def test_pub_run_failed_write(self) -> None:
+        """
+        A run of PUBs whose log write fails is published PUB by PUB: those
+        written are answered OK, the first that fails E_PUB_FAILED (fatal),
+        and nothing after it is published or logged.
+        """
+        self.use_nsqd_options()
+        topic = self.retained()
+        consumer = self.consumer(topic)
+        calls: List[int] = []
+
+        def flaky(fd: int, data: Any) -> int:
+            # The run's write fails, the first single write works, the second fails.
+            calls.append(len(data))
+            if len(calls) in (1, 3):
+                raise OSError(errno.ENOSPC, "No space left on device")
+            return os.write(fd, data)
+
+        for log_partition in topic.retention.log.partitions:
+            log_partition.os_write = flaky
+        protocol, transport = self.tcp_client(1)
+        protocol.dataReceived(b"".join(b"PUB t\n\x00\x00\x00\x02m%d" % (i,) for i in range(4)))
+        self.clock.advance(0)
+        self.assertEqual(calls, [4 * 22, 22, 22])
+        answer = transport.value()
+        self.assertTrue(answer.startswith(b"\x00\x00\x00\x06\x00\x00\x00\x00OK"), answer)
+        self.assertIn(b"E_PUB_FAILED PUB failed retained log write failed", answer)
+        self.assertEqual(answer.count(b"OK"), 1)
+        self.assertTrue(transport.disconnecting)
+        self.assertEqual([m.body for m in consumer.take()], [b"m0"])
+        self.assertEqual(topic.message_count, 1)
+        partitions = range(len(topic.retention.log.partitions))
+        logged = [r.data for p in partitions for r in records(topic.retention.log, p)]
+        self.assertEqual(logged, [b"m0"])
 
 
 class PutRetainedTests(RetainedTestCase):

@@ -16,7 +16,8 @@ from twisted.trial.unittest import SynchronousTestCase
 from zope.interface.verify import verifyObject
 
 from tests.test_storage import BackendQueueConformance, message
-from txnsq.storage.disk import Committer, DiskQueue, DiskStorage, write_file_atomically
+from txnsq.files import write_file_atomically
+from txnsq.storage.disk import Committer, DiskQueue, DiskStorage
 from txnsq.storage.diskqueue_format import (
     CopyRun,
     DeferredState,
@@ -121,17 +122,6 @@ class FormatTests(SynchronousTestCase):
         self.assertRaises(
             DiskFormatError, decode_deferred, encode_deferred(state, [(1, message(5))] * 2)
         )
-
-    def test_write_file_atomically(self) -> None:
-        """The file is replaced whole and no temporary file is left."""
-        directory = self.mktemp()
-        os.makedirs(directory)
-        path = os.path.join(directory, "f")
-        write_file_atomically(path, b"one")
-        write_file_atomically(path, b"two")
-        with open(path, "rb") as f:
-            self.assertEqual(f.read(), b"two")
-        self.assertEqual(os.listdir(directory), ["f"])
 
 
 class DiskQueueTests(SynchronousTestCase):

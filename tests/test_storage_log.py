@@ -19,7 +19,7 @@ from twisted.trial.unittest import SynchronousTestCase
 
 from txnsq.storage import log as log_module
 from txnsq.storage.diskqueue_format import DiskFormatError
-from txnsq.storage.disk import write_file_atomically
+from txnsq.files import write_file_atomically
 from txnsq.storage.log import (
     OffsetOutOfRange,
     PartitionLog,
@@ -512,15 +512,34 @@ class SyncTests(LogTestCase):
         return synced
 
     def test_sync_every_one(self) -> None:
-        """With sync_every=1 each append is fsynced before it returns (one fsync per batch)."""
+        """
+        With sync_every=1 each append's segment is fsynced before it
+        returns (one fsync per batch); its index entries are written, and
+        synced at close.
+        """
         log = self.open(sync_every=1, index_interval=10**6)
         synced = self.counted(log)
+        segment_fd = log._write_fd
         log.append(msg_id(1), 0, b"a", 1)
-        self.assertEqual(len(synced), 2)  # the segment, and the index's first entry
+        self.assertEqual(synced, [segment_fd])
+        self.assertEqual(self.read_file("00000000000000000000.index"), INDEX_ENTRY.pack(0, 1))
         log.append(msg_id(2), 0, b"b", 2)
         log.append_many([(msg_id(3), 0, b"c"), (msg_id(4), 0, b"d")], 3)
-        self.assertEqual(len(synced), 4)
+        self.assertEqual(synced, [segment_fd] * 3)
         self.assertEqual(list(self.clock.getDelayedCalls()), [])
+        index_fd = log._index_fd
+        log.close()
+        self.assertEqual(synced, [segment_fd] * 4 + [index_fd])
+
+    def test_index_synced_at_roll(self) -> None:
+        """A sealed segment's index is fsynced with it, whatever the periodic syncs left."""
+        log = self.open(sync_every=1, segment_bytes=60, index_interval=10**6)
+        synced = self.counted(log)
+        segment_fd, index_fd = log._write_fd, log._index_fd
+        log.append(msg_id(1), 0, b"a" * 30, 1)
+        self.assertEqual(synced, [segment_fd])
+        log.append(msg_id(2), 0, b"b" * 30, 2)
+        self.assertEqual(synced[1:3], [segment_fd, index_fd])
 
     def test_sync_every_n(self) -> None:
         """With sync_every=N the records are fsynced once N were appended."""
@@ -530,7 +549,7 @@ class SyncTests(LogTestCase):
         log.append(msg_id(2), 0, b"b", 2)
         self.assertEqual(synced, [])
         log.append(msg_id(3), 0, b"c", 3)
-        self.assertEqual(len(synced), 2)
+        self.assertEqual(synced, [log._write_fd])
         self.assertEqual(self.read_file("00000000000000000000.index"), INDEX_ENTRY.pack(0, 1))
 
     def test_sync_timeout(self) -> None:
@@ -541,7 +560,7 @@ class SyncTests(LogTestCase):
         self.clock.advance(1.9)
         self.assertEqual(synced, [])
         self.clock.advance(0.1)
-        self.assertEqual(len(synced), 2)
+        self.assertEqual(synced, [log._write_fd])
         self.assertEqual(list(self.clock.getDelayedCalls()), [])
 
     def test_sync_worker(self) -> None:

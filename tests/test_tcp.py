@@ -344,6 +344,47 @@ class PublishTests(ProtocolTestCase):
         )
         self.assertEqual(self.broker.find_topic("t").depth(), 2)
 
+    def test_pub_run_answered_in_order(self) -> None:
+        """PUBs to several topics in one read, between other commands, are answered in order."""
+        client = self.connect()
+        client.send(
+            pub(b"t", b"a") + pub(b"t", b"b") + pub(b"u", b"c") + pub(b"t", b"d")
+            + b"NOP\n" + pub(b"t", b"e") + b"FOO\n" + pub(b"t", b"f")
+        )
+        # FOO is fatal (as in Go): the PUB after it is not run.
+        self.assertEqual(
+            client.raw(), OK * 4 + OK + frame(ERROR, b"E_INVALID invalid command FOO")
+        )
+        self.assertEqual(self.broker.find_topic("t").depth(), 4)
+        self.assertEqual(self.broker.find_topic("u").depth(), 1)
+
+    def test_pub_run_before_sub(self) -> None:
+        """PUBs read together with a later SUB are published before the channel exists."""
+        client = self.connect()
+        client.send(pub(b"t", b"a") + pub(b"t", b"b") + b"SUB t c\nRDY 5\n")
+        frames = client.frames()
+        self.assertEqual(frames[:3], [(RESPONSE, b"OK")] * 3)
+        self.assertEqual([decode_message(data)[3] for _, data in frames[3:]], [b"a", b"b"])
+
+    def test_pub_run_queue_full(self) -> None:
+        """
+        When the queue fills during a run of PUBs, the PUBs that fit are
+        answered OK, the next gets E_PUB_FAILED (fatal) and none after it
+        is published, as PUB by PUB.
+        """
+        self.make_broker(mem_queue_size=2)
+        self.subscribe(rdy=0)
+        client = self.connect()
+        client.send(pub(b"t", b"a") + pub(b"t", b"b") + pub(b"t", b"c") + pub(b"t", b"d"))
+        frames = client.frames()
+        self.assertEqual(frames[:2], [(RESPONSE, b"OK")] * 2)
+        self.assertEqual(frames[2][0], ERROR)
+        self.assertTrue(frames[2][1].startswith(b"E_PUB_FAILED PUB failed"), frames[2])
+        self.assertEqual(len(frames), 3)
+        self.assertTrue(client.closed)
+        self.assertEqual(self.broker.find_topic("t").message_count, 2)
+        self.assertEqual(client.protocol.pub_counts, {"t": 2})
+
     def test_pub_split_into_bytes(self) -> None:
         """A PUB that arrives one byte at a time is still one message."""
         client = self.connect()

@@ -102,14 +102,20 @@ class Cluster:
 
     :param notify_topic: when given, nsqadmin's admin notifications are
         published to this topic on the nsqd.
+    :param nsqd_args: more nsqd flags.
     :ivar admin_url: nsqadmin's base URL.
     :ivar nsqd_url: nsqd's HTTP base URL.
     """
 
     def __init__(
-        self, data_path: str, admin_args: Sequence[str] = (), notify_topic: str = ""
+        self,
+        data_path: str,
+        admin_args: Sequence[str] = (),
+        notify_topic: str = "",
+        nsqd_args: Sequence[str] = (),
     ) -> None:
         self.data_path = data_path
+        self.nsqd_args = list(nsqd_args)
         self.admin_args = list(admin_args)
         self.notify_topic = notify_topic
         self.processes: List[NSQDProcess] = []
@@ -130,6 +136,7 @@ class Cluster:
                 "--lookupd-tcp-address=127.0.0.1:%d" % (lookupd.tcp_port,),
                 "--data-path=%s" % (self.data_path,),
             ]
+            + self.nsqd_args
         )
         self.processes.append(nsqd)
         yield nsqd.start()

@@ -54,6 +54,8 @@ class BrowserTestCase(TestCase):
 
     #: More nsqadmin flags for this class's cluster.
     admin_args: "list[str]" = []
+    #: More nsqd flags for this class's cluster.
+    nsqd_args: "list[str]" = []
 
     def setUp(self) -> Any:
         # Missing tools fail the test (never skip it): tox -e browser
@@ -66,6 +68,7 @@ class BrowserTestCase(TestCase):
             os.path.abspath(self.mktemp()),
             ["--admin-user=%s" % (ADMIN,)] + self.admin_args,
             notify_topic="admin_actions",
+            nsqd_args=self.nsqd_args,
         )
         os.makedirs(self.cluster.data_path)
         return self.cluster.start()
@@ -437,5 +440,61 @@ class EscapingTests(BrowserTestCase):
                 assert page.evaluate("() => window.__xss") is None
             finally:
                 consumer.close()
+
+        return self.in_browser(scenario)
+
+
+class RetentionPageTests(BrowserTestCase):
+    """A retained topic's log and the rewind form on its page."""
+
+    nsqd_args = ["--retain-topics=^history$", "--log-partitions=2"]
+
+    def test_rewind_channel(self) -> Any:
+        """
+        The topic page shows the retained log per partition, and rewinding a
+        channel to ``earliest`` from the form (confirmed) makes nsqd deliver
+        every retained message to it again.
+        """
+        cluster = self.cluster
+
+        def scenario(context: Any) -> None:
+            cluster.create_channel("history", "replay")
+            cluster.publish("history", 3)
+            status, reply = http(
+                "POST", "%s/channel/empty?topic=history&channel=replay" % (cluster.nsqd_url,)
+            )
+            assert status == 200, (status, reply)
+            assert cluster.channel_stats("history", "replay")["depth"] == 0
+            page = context.new_page()
+            dialogs = []
+
+            def accept(dialog: Any) -> None:
+                dialogs.append(dialog.message)
+                dialog.accept()
+
+            page.on("dialog", accept)
+            page.goto(cluster.admin_url + "/topics/history")
+            page.wait_for_selector("table.retention td.log-bytes")
+            partitions = page.locator("table.retention tbody tr").count()
+            assert partitions == 2, partitions
+            page.select_option("form.rewind select[name=channel]", "replay")
+            page.fill("form.rewind input[name=from]", "earliest")
+            page.click("form.rewind button")
+            page.wait_for_function(
+                "() => document.body.innerText.indexOf('rewound replay') >= 0"
+            )
+            assert dialogs == ["Rewind channel replay to earliest?"], dialogs
+            page.screenshot(path=screenshot_path("retention.png"), full_page=True)
+            consumer = V2Consumer(
+                cluster.nsqd_tcp_port,
+                "history",
+                "replay",
+                {"client_id": "replayer", "feature_negotiation": True},
+            )
+            try:
+                bodies = sorted(consumer.read_message() for _ in range(3))
+            finally:
+                consumer.close()
+            assert bodies == [b"message 0", b"message 1", b"message 2"], bodies
 
         return self.in_browser(scenario)

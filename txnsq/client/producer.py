@@ -27,8 +27,8 @@ from txnsq.client.connection import (
     ConnectionConfig,
     NSQConnection,
     NSQConnectionError,
-    connect,
 )
+from txnsq.client.connection import connect as connect_to_nsqd
 from txnsq.addresses import split_host_port
 from txnsq.client.message import Message
 from txnsq.protocol.v2_client import NSQError, check_topic
@@ -78,6 +78,9 @@ class Producer:
     :param initial_backoff: seconds an address is skipped after a failed
         connection attempt; doubles with each failure in a row ...
     :param max_backoff: ... up to this.
+    :param connect: makes connections, as
+        :func:`txnsq.client.connection.connect` (the default) does; tests
+        pass :meth:`txnsq.testing.MemoryNSQD.connect`.
     :raises ValueError: no address, or a malformed one.
     """
 
@@ -91,6 +94,7 @@ class Producer:
         clock: Optional[IReactorTime] = None,
         initial_backoff: float = INITIAL_BACKOFF,
         max_backoff: float = MAX_BACKOFF,
+        connect: Optional[Callable[..., "Deferred[NSQConnection]"]] = None,
     ) -> None:
         if isinstance(nsqd_tcp_addresses, str):
             nsqd_tcp_addresses = [nsqd_tcp_addresses]
@@ -108,6 +112,7 @@ class Producer:
         self.config = config if config is not None else ConnectionConfig()
         self.initial_backoff = initial_backoff
         self.max_backoff = max_backoff
+        self._connect = connect if connect is not None else connect_to_nsqd
         self._nodes = [_Node(address) for address in addresses]
         self._next = 0
         self._closed = False
@@ -207,7 +212,7 @@ class Producer:
         waiter: "Deferred[NSQConnection]" = Deferred()
         node.waiters.append(waiter)
         if node.connecting is None:
-            attempt = connect(self.reactor, node.address, self.config, self, self.clock)
+            attempt = self._connect(self.reactor, node.address, self.config, self, self.clock)
             node.connecting = attempt
             attempt.addCallbacks(
                 lambda conn: self._connected(node, conn),

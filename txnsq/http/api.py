@@ -18,7 +18,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from twisted.logger import Logger
 from twisted.web.iweb import IRequest
 
-from txnsq.cli import format_duration
+from txnsq.protocol.go_values import format_duration
 from txnsq.protocol.go_json import go_json
 from txnsq.protocol.http_params import APIError, parse_query
 

@@ -44,7 +44,7 @@ from txnsq.http.api import JSON_CONTENT_TYPE, raw_query
 from txnsq.http.pprof import PprofHandlers, add_pprof_routes
 from txnsq.http.routes import GoRouter, Route, go_route
 from txnsq.nsqd.http_config import CONFIG_OPTIONS, config_value, set_config_value
-from txnsq.cli import parse_duration
+from txnsq.protocol.go_values import parse_duration
 from txnsq.nsqd.options import TLS_REQUIRED
 from txnsq.nsqd.retention import (
     EARLIEST,

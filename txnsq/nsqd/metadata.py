@@ -28,7 +28,6 @@ from __future__ import annotations
 import errno
 import json
 import os
-import random
 import re
 import sys
 from dataclasses import dataclass, field
@@ -37,6 +36,7 @@ from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from twisted.logger import Logger
 
+from txnsq.files import write_file_atomically
 from txnsq.version import NSQ_VERSION
 from txnsq.nsqd.broker import Broker
 from txnsq.nsqd.topic import Topic
@@ -55,7 +55,6 @@ __all__ = [
     "MetadataStore",
     "Skipped",
     "TopicMetadata",
-    "atomic_write",
     "decode_metadata",
     "encode_metadata",
     "snapshot",
@@ -71,10 +70,6 @@ _QUEUE_META_SUFFIX = ".diskqueue.meta.dat"
 #: A queue's flight log (``--mem-queue-size=0``): a channel whose messages
 #: all went straight to its consumers may have only this file.
 _QUEUE_FLIGHT_SUFFIX = ".diskqueue.flight.dat"
-
-# Go names its temporary file after rand.Int(), a non-negative int63.
-_random = random.Random()
-
 
 class DataPathError(Exception):
     """The data path cannot be locked: ``str()`` says why."""
@@ -428,50 +423,6 @@ def snapshot(broker: Broker) -> List[TopicMetadata]:
 # -- writing -----------------------------------------------------------
 
 
-def _fsync_directory(path: str) -> None:
-    """Make a rename in directory ``path`` durable."""
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    try:
-        os.fsync(fd)
-    except OSError as e:
-        # Some filesystems cannot fsync a directory; the rename stands.
-        if e.errno not in (errno.EINVAL, errno.ENOTSUP, errno.EBADF):
-            raise
-    finally:
-        os.close(fd)
-
-
-def atomic_write(path: str, data: bytes) -> None:
-    """
-    Replace the file ``path`` with ``data`` so that a crash leaves either
-    the old file or the new one: write ``<path>.<random int>.tmp`` (mode
-    0600, Go's name), fsync it, rename it over ``path``, fsync the
-    directory.  The temporary file is removed if anything fails.
-
-    :raises OSError: the file could not be written or renamed, or the
-        directory not synced (the new file is then in place, maybe not yet
-        durable).
-    """
-    tmp = "%s.%d.tmp" % (path, _random.getrandbits(63))
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-    _fsync_directory(os.path.dirname(path) or ".")
-
-
 # -- the store ---------------------------------------------------------
 
 
@@ -729,7 +680,7 @@ class MetadataStore:
         """
         self._cancel_pending()
         self._log.info("NSQ: persisting topic/channel metadata to {path}", path=self.path)
-        atomic_write(self.path, encode_metadata(snapshot(self.broker), self.version))
+        write_file_atomically(self.path, encode_metadata(snapshot(self.broker), self.version))
 
     def close(self) -> None:
         """

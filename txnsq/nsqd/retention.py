@@ -33,7 +33,7 @@ from twisted.logger import Logger
 from txnsq.nsqd.guid import TWEPOCH
 from txnsq.nsqd.topic import PublishError
 from txnsq.protocol.message import encode_message
-from txnsq.storage.disk import write_file_atomically
+from txnsq.files import write_file_atomically
 from txnsq.storage.log import OffsetOutOfRange, RecordTooLarge, TopicLog
 from txnsq.storage.sync_worker import SyncWorker
 from txnsq.storage.log_format import ATTRIBUTE_FLAG, HEADER, HEADER_SIZE
@@ -243,6 +243,18 @@ class TopicRetention:
         """
         try:
             return self.log.append_many(records, timestamp_ns)
+        except OSError as error:
+            raise RetainedWriteError("retained log write failed - %s" % (error,)) from None
+
+    def append_id_batch(self, ids: Sequence[int], bodies: Sequence[bytes], timestamp_ns: int) -> None:
+        """
+        Append NSQ messages (ids as integers, flag 0) to the next partition
+        in turn, with one write.
+
+        :raises RetainedWriteError: they could not be written.
+        """
+        try:
+            self.log.append_id_batch(ids, bodies, timestamp_ns)
         except OSError as error:
             raise RetainedWriteError("retained log write failed - %s" % (error,)) from None
 

@@ -40,7 +40,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Deque, Dict, Iterable, List, Optional, Tuple
 
 from txnsq.version import NSQ_VERSION, build_token
-from txnsq.cli import format_duration_ns
+from txnsq.protocol.go_values import format_duration_ns
 from txnsq.nsqd.quantile import EMPTY_RESULT, QuantileResult, aggregate
 
 if TYPE_CHECKING:

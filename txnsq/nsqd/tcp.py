@@ -221,6 +221,11 @@ class NSQDProtocol(Protocol):
         self._held_command: Optional[Command] = None
         # The topic of the MPUB whose body is being read.
         self._mpub_topic: Optional[Topic] = None
+        # A run of PUBs to one topic in this read, published together
+        # (_publish_run) before any other command runs or the read ends.
+        self._run_name = b""
+        self._run_topic: Optional[Topic] = None
+        self._run_bodies: List[bytes] = []
         self._auth_secret = ""
         self._auth_query: Any = None  # Deferred of a pending auth query
         self._magic = b""
@@ -347,12 +352,22 @@ class NSQDProtocol(Protocol):
                     if channel is not None:
                         fin_ids = parser.next_fin_ids()
                         if fin_ids:
+                            if self._run_topic is not None:
+                                self._publish_run()
+                                if self._dead:
+                                    return
                             self._finish_all(fin_ids)
                             continue
                     command = parser.next_command()
                     if command is None:
                         return
                     name = command.name
+                    # A run of PUBs ends at any other command, answered
+                    # in order after the run's OKs.
+                    if self._run_topic is not None and name != b"PUB":
+                        self._publish_run()
+                        if self._dead:
+                            return
                     # Go's order: the TLS policy, then the command's own
                     # checks, an unknown command included.
                     if self._needs_tls and name != b"IDENTIFY":
@@ -362,12 +377,20 @@ class NSQDProtocol(Protocol):
                         raise protocol_error("E_INVALID", b"invalid command " + name)
                     handler(command)
                 except ProtocolError as error:
+                    if self._run_topic is not None:
+                        self._publish_run()
+                        if self._dead:
+                            return
                     self._send_error(error)
         except LineTooLong:
             # Go's 16 KiB read buffer overflows: it drops the connection
-            # without a word.
+            # without a word (the PUBs before the long line are answered).
+            if self._run_topic is not None:
+                self._publish_run()
             self._abort()
         finally:
+            if self._run_topic is not None:
+                self._publish_run()
             if channel is not None:
                 channel.release()
 
@@ -915,19 +938,69 @@ class NSQDProtocol(Protocol):
         self._write(CLOSE_WAIT_FRAME)
 
     def _pub(self, command: Command) -> None:
+        """
+        PUB: joins the run of PUBs to the same topic in this read, which
+        :meth:`_publish_run` publishes and answers as one MPUB would cost
+        (one retained-log write, one output frame of OKs).
+        """
         body = command.body
         assert isinstance(body, bytes)
-        name = command.params[0].decode("ascii")
+        raw_name = command.params[0]
+        if self._run_topic is not None:
+            if raw_name == self._run_name:
+                if self.features.auth is not None and not self._authorized(
+                    command, raw_name.decode("ascii"), ""
+                ):
+                    return
+                bodies = self._run_bodies
+                bodies.append(body)
+                if len(bodies) >= _MAX_RUN:
+                    self._publish_run()
+                return
+            self._publish_run()
+            if self._dead:
+                return
+        name = raw_name.decode("ascii")
         if not self._authorized(command, name, ""):
             return
-        topic = self.broker.get_topic(name)
-        try:
-            topic.publish(body)
-        except PublishError as error:
-            raise protocol_error("E_PUB_FAILED", "PUB failed %s" % (error,))
+        # Got (so created) now, as Go's PUB does before it publishes.
+        self._run_topic = self.broker.get_topic(name)
+        self._run_name = raw_name
+        self._run_bodies = [body]
+
+    def _publish_run(self) -> None:
+        """
+        Publish the pending run of PUBs and answer each: all at once when
+        the topic takes them all; else one by one, each answered as Go
+        answers a PUB, so that an error (E_PUB_FAILED, fatal) follows the
+        OKs of the PUBs published before it and nothing after it is
+        published.
+        """
+        topic = self._run_topic
+        bodies = self._run_bodies
+        assert topic is not None
+        self._run_topic = None
+        self._run_bodies = []
+        name = topic.name
         counts = self.pub_counts
-        counts[name] = counts.get(name, 0) + 1
-        self._write(OK_FRAME)
+        try:
+            if len(bodies) == 1:
+                topic.publish(bodies[0])
+            else:
+                # All or none: on an error nothing was published.
+                topic.publish_many(bodies)
+        except PublishError:
+            for done, body in enumerate(bodies):
+                try:
+                    topic.publish(body)
+                except PublishError as error:
+                    if done:
+                        counts[name] = counts.get(name, 0) + done
+                        self._write(OK_FRAME * done)
+                    self._send_error(protocol_error("E_PUB_FAILED", "PUB failed %s" % (error,)))
+                    return
+        counts[name] = counts.get(name, 0) + len(bodies)
+        self._write(OK_FRAME * len(bodies))
 
     def _mpub(self, command: Command) -> None:
         bodies = command.body
@@ -959,6 +1032,10 @@ class NSQDProtocol(Protocol):
         counts = self.pub_counts
         counts[name] = counts.get(name, 0) + 1
         self._write(OK_FRAME)
+
+
+#: The most PUBs published as one run (a read holds a few hundred at most).
+_MAX_RUN = 1024
 
 
 def _nothing() -> None:

@@ -244,9 +244,7 @@ class Topic:
         else:
             new_guid = self._guid.new_guid
             guids = [new_guid(now) for _ in bodies]
-            retention.append(
-                [(_RAW_ID(guid), 0, body) for guid, body in zip(guids, bodies)], timestamp
-            )
+            retention.append_id_batch(guids, bodies, timestamp)
             messages = [
                 encode_message(timestamp, 0, b"%016x" % (guid,), body)
                 for guid, body in zip(guids, bodies)

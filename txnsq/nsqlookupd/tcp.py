@@ -18,7 +18,7 @@ from twisted.internet.protocol import Factory, Protocol
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
-from txnsq.cli import format_duration
+from txnsq.protocol.go_values import format_duration
 from txnsq.addresses import go_address
 from txnsq.nsqd.listener import set_no_delay
 from txnsq.nsqlookupd.core import NSQLookupd

@@ -25,7 +25,6 @@ every second until writing works.
 from __future__ import annotations
 
 import os
-import random
 import weakref
 from collections import deque
 from typing import Any, Callable, Deque, Dict, List, Optional, Tuple
@@ -50,11 +49,12 @@ from txnsq.storage.diskqueue_format import (
     parse_segment_file_name,
     segment_file_name,
 )
+from txnsq.files import write_file_atomically
 from txnsq.storage.flight_log import FlightLog, flight_file_name
 from txnsq.storage.interfaces import IBackendQueue, IDeferredStore, IStorageBackend
 from txnsq.storage.sync_worker import SyncWorker
 
-__all__ = ["Committer", "DiskQueue", "DiskStorage", "write_file_atomically"]
+__all__ = ["Committer", "DiskQueue", "DiskStorage"]
 
 #: Pending records are written once they reach this size, even mid-turn.
 FLUSH_BYTES = 256 * 1024
@@ -67,34 +67,6 @@ READ_CHUNK = 64 * 1024
 RETRY_DELAY = 1.0
 
 _log = Logger(namespace="txnsq.storage.disk")
-
-
-def write_file_atomically(path: str, data: bytes) -> None:
-    """
-    Replace ``path`` with ``data`` so that a crash leaves either the old or
-    the new file: write a temporary file beside it (named as Go names its
-    own, ``PATH.<random>.tmp``), ``fsync`` it, rename it over ``path``.
-
-    :raises OSError: the file could not be written; the temporary file is
-        removed and ``path`` is untouched.
-    """
-    tmp = "%s.%d.tmp" % (path, random.getrandbits(62))
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.rename(tmp, path)
-    except OSError:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
 
 
 class _Queued:

@@ -29,9 +29,10 @@ nothing is held, and rewritten with only what is held when it grows past
 from __future__ import annotations
 
 import os
-import random
 from struct import Struct
 from typing import Dict, List, Optional, Tuple
+
+from txnsq.files import write_file_atomically
 
 __all__ = ["COMPACT_BYTES", "FLIGHT_SUFFIX", "FlightLog", "flight_file_name"]
 
@@ -215,23 +216,7 @@ class FlightLog:
         for due, data in self.held.values():
             records += _hold_record(due, data)
         self._close_fd()
-        tmp = "%s.%d.tmp" % (self.path, random.getrandbits(62))
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        try:
-            with memoryview(records) as view:
-                written = 0
-                while written < len(view):
-                    written += os.write(fd, view[written:])
-            os.fsync(fd)
-        except OSError:
-            os.close(fd)
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-            raise
-        os.close(fd)
-        os.rename(tmp, self.path)
+        write_file_atomically(self.path, records)
         self._size = len(records)
         self._pending = bytearray()
         self._holding = False

@@ -9,13 +9,18 @@ slice of a segment file: :meth:`PartitionLog.read` finds where the last
 whole record that fits ends with the sparse index and a short walk of
 record headers, never by looking at every record.
 
-Appends are written as they come, one ``write`` per call (a whole MPUB is
-one call), so a record is in the file when :meth:`PartitionLog.append`
-returns.  ``fsync`` follows the disk backend's policy: every
-``sync_every`` records (inline with ``sync_every=1``, so that an
-acknowledged publish is on disk; on the :class:`SyncWorker` thread
-otherwise) and at most ``sync_timeout`` seconds after the first unsynced
-one.
+Appends are written as they come, one ``write`` per call (a whole MPUB, or
+a run of PUBs read together, is one call), so a record is in the file when
+:meth:`PartitionLog.append` returns.  ``fsync`` of the segment follows the
+disk backend's policy: every ``sync_every`` records (inline with
+``sync_every=1``, so that an acknowledged publish is on disk; on the
+:class:`SyncWorker` thread otherwise) and at most ``sync_timeout`` seconds
+after the first unsynced one.  The index is written at the same times
+and synced only when its segment is sealed, at close and by
+:meth:`PartitionLog.sync`, as Kafka does: it can be rebuilt from the
+segment, and an ``fsync`` of a second file at every sync costs a
+publisher a second journal commit.  (After a power loss, records whose
+index entries were lost get a conservative time, see recovery.)
 
 Recovery at open: the last segment is validated record by record (header
 and checksum) and truncated at the first bad record (the bytes cut are
@@ -40,12 +45,12 @@ import struct
 from array import array
 from itertools import accumulate, repeat
 from operator import add, itemgetter
-from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
 
 from twisted.logger import Logger
 
 from txnsq.storage.diskqueue_format import DiskFormatError
-from txnsq.storage.disk import write_file_atomically
+from txnsq.files import write_file_atomically
 from txnsq.storage.log_format import (
     HEADER,
     HEADER_SIZE,
@@ -55,6 +60,7 @@ from txnsq.storage.log_format import (
     crc32,
     decode_index,
     encode_batch,
+    encode_id_batch,
     encode_seal,
     index_file_name,
     parse_segment_file_name,
@@ -293,6 +299,8 @@ class PartitionLog:
         #: CRC32 of the last segment's index entries (for its seal).
         self._index_crc = 0
         self._unsynced = 0
+        # Index entries written since the index was last synced.
+        self._index_unsynced = False
         self._sync_call: Any = None
         self._closed = False
         #: Test seams: the functions writing to and syncing a file descriptor.
@@ -377,7 +385,29 @@ class PartitionLog:
         :raises OSError: they could not be written; the log is unchanged.
         :raises struct.error: a message id is not 8 bytes.
         """
-        batch = encode_batch(records)
+        return self._append_encoded(
+            encode_batch(records), len(records), lambda: map(_DATA, records), timestamp_ns
+        )
+
+    def append_id_batch(self, ids: Sequence[int], bodies: Sequence[bytes], timestamp_ns: int) -> int:
+        """
+        Append NSQ messages (flag 0, ids as integers) published at
+        ``timestamp_ns`` with one ``write``, as :meth:`append_many` does;
+        returns the offset of the first.
+
+        :raises OSError: they could not be written; the log is unchanged.
+        """
+        return self._append_encoded(
+            encode_id_batch(ids, 0, bodies), len(bodies), lambda: iter(bodies), timestamp_ns
+        )
+
+    def _append_encoded(
+        self, batch: bytes, count: int, datas: Callable[[], Iterable[bytes]], timestamp_ns: int
+    ) -> int:
+        """
+        Append ``count`` encoded records; ``datas()`` gives their data, for
+        the index of a long batch.
+        """
         segment = self._segments[-1]
         if segment.size and segment.size + len(batch) > self._segment_bytes:
             self._roll()
@@ -397,14 +427,14 @@ class PartitionLog:
         if self._last_entry < 0 or start - self._last_entry >= interval:
             self._index(segment, start)
         if len(batch) > _WALK_INTERVALS * interval:
-            sizes = map(add, map(len, map(_DATA, records)), repeat(HEADER_SIZE))
+            sizes = map(add, map(len, datas()), repeat(HEADER_SIZE))
             offsets = list(accumulate(sizes, initial=start))
             offsets.pop()
             at = bisect.bisect_left(offsets, self._last_entry + interval)
             while at < len(offsets):
                 self._index(segment, offsets[at])
                 at = bisect.bisect_left(offsets, offsets[at] + interval, at + 1)
-        self._after_write(len(records))
+        self._after_write(count)
         if self._retention is not None:
             self._retention.grew(len(batch))
         return segment.base + start
@@ -442,29 +472,38 @@ class PartitionLog:
     def _after_write(self, count: int) -> None:
         self._unsynced += count
         if 0 < self._sync_every <= self._unsynced:
-            self._sync(inline=self._sync_every == 1)
+            self._sync(inline=self._sync_every == 1, index=False)
         elif self._sync_call is None and not self._closed:
             self._sync_call = self._clock.callLater(self._sync_timeout, self._on_sync_timer)
 
     def _on_sync_timer(self) -> None:
         self._sync_call = None
         if self._unsynced:
-            self._sync(inline=False)
+            self._sync(inline=False, index=False)
 
     def sync(self) -> None:
         """Write pending index entries and ``fsync`` the segment and index now."""
         self._sync(inline=True)
 
-    def _sync(self, inline: bool) -> None:
+    def _sync(self, inline: bool, index: bool = True) -> None:
+        """
+        Write pending index entries; ``fsync`` the segment, and the index
+        too when ``index`` (and it changed), now (``inline``) or on the
+        sync thread.
+        """
         if self._sync_call is not None:
             if self._sync_call.active():
                 self._sync_call.cancel()
             self._sync_call = None
-        indexed = self._flush_index()
+        if self._flush_index():
+            self._index_unsynced = True
         self._unsynced = 0
         worker = self._worker
+        fds = [self._write_fd]
         # The index is only synced when it changed: it can be rebuilt.
-        fds = [self._write_fd, self._index_fd] if indexed else [self._write_fd]
+        if index and self._index_unsynced:
+            fds.append(self._index_fd)
+            self._index_unsynced = False
         if worker is not None:
             for failure in worker.failures(self):
                 _log.error("LOG({name}) failed to sync - {error}", name=self.name, error=failure)
@@ -972,6 +1011,21 @@ class TopicLog:
         """
         number = self._next
         offset = self.partitions[number].append_many(records, timestamp_ns)
+        self._next = (number + 1) % len(self.partitions)
+        return number, offset
+
+    def append_id_batch(
+        self, ids: Sequence[int], bodies: Sequence[bytes], timestamp_ns: int
+    ) -> Tuple[int, int]:
+        """
+        Append NSQ messages (a PUB run or an MPUB; ids as integers) to the
+        next partition in turn, with one write: ``(partition, offset of
+        the first record)``.
+
+        :raises OSError: as :meth:`append_many`.
+        """
+        number = self._next
+        offset = self.partitions[number].append_id_batch(ids, bodies, timestamp_ns)
         self._next = (number + 1) % len(self.partitions)
         return number, offset
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import binascii
 import importlib
+import os
 import re
 import struct
 import zlib
@@ -67,6 +68,7 @@ __all__ = [
     "crc32",
     "decode_index",
     "encode_batch",
+    "encode_id_batch",
     "encode_record",
     "encode_seal",
     "index_file_name",
@@ -166,6 +168,53 @@ def encode_batch(records: Sequence[Tuple[bytes, int, bytes]]) -> bytes:
         bad = [record[0] for record in records if len(record[0]) != 8][0]
         raise struct.error("a message id is 8 bytes, not %d" % (len(bad),))
     return batch
+
+
+def encode_id_batch(ids: Sequence[int], flag: int, bodies: Sequence[bytes]) -> bytes:
+    """
+    :func:`encode_batch` of the records ``(ids[i] as 8 big-endian bytes,
+    flag, bodies[i])``: an NSQ publish's records, whose ids are integers.
+
+    :raises ValueError: not as many ids as bodies.
+    :raises struct.error: an id is negative or not below ``2 ** 64``.
+    """
+    if len(ids) != len(bodies):
+        raise ValueError("as many ids as bodies are needed")
+    pack = _ID_HEADER.pack
+    try:
+        return b"".join(
+            [pack(len(d), crc32(d) & _MASK, i, flag) + d for i, d in zip(ids, bodies)]
+        )
+    except struct.error:
+        raise struct.error("a message id is below 2**64") from None
+
+
+_ID_HEADER = struct.Struct(">iiQi")
+
+#: The pure-Python encoders: the reference the compiled ones
+#: (``txnsq/storage/_log_format.c``) are tested against byte for byte.
+pure_encode_batch = encode_batch
+pure_encode_id_batch = encode_id_batch
+
+
+def _compiled() -> Any:
+    """
+    The compiled encoders' module, or ``None`` when it is not built (PyPy,
+    no C compiler at install) or ``TXNSQ_NO_EXTENSIONS`` is set.
+    """
+    if os.environ.get("TXNSQ_NO_EXTENSIONS"):
+        return None
+    try:
+        return importlib.import_module("txnsq.storage._log_format")
+    except ImportError:
+        return None
+
+
+#: The compiled module in use, or ``None`` (pure Python).
+compiled = _compiled()
+if compiled is not None:
+    encode_batch = compiled.encode_batch  # noqa: F811
+    encode_id_batch = compiled.encode_id_batch  # noqa: F811
 
 
 def with_attribute(attribute: bytes, payload: bytes) -> bytes:

@@ -185,7 +185,7 @@ def client_options_or_exit(
     try:
         return parse_config_options(values)
     except ConfigOptionError as error:
-        from txnsq.cli import _go_quote
+        from txnsq.protocol.go_values import go_quote as _go_quote
 
         stream = stderr if stderr is not None else sys.stderr
         problem = FlagError(

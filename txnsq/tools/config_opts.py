@@ -20,8 +20,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from txnsq.cli import FlagValueError, format_duration, parse_duration, parse_go_bool
-from txnsq.cli import parse_go_float
+from txnsq.cli import FlagValueError
+from txnsq.protocol.go_values import format_duration, parse_duration, parse_go_bool, parse_go_float
 
 __all__ = [
     "ClientOptions",

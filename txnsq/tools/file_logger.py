@@ -31,7 +31,7 @@ from twisted.internet.interfaces import IReactorTime
 from twisted.internet.task import LoopingCall
 from twisted.logger import Logger
 
-from txnsq.cli import format_duration
+from txnsq.protocol.go_values import format_duration
 from txnsq.tools.filename import (
     REV,
     dated_filename,

@@ -1,6 +1,6 @@
 # -*- test-case-name: tests.test_testing -*-
 """
-Helpers for testing code that uses NSQ, under trial, with no separate process.
+Real daemons for tests, inside the test's reactor, with no separate process.
 
 Start a real nsqd inside the test's reactor, on ``127.0.0.1`` with
 kernel-chosen ports and memory storage::
@@ -31,9 +31,10 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-from typing import Any, Optional, Sequence
+from typing import Any, List, Optional, Sequence
 
-from twisted.internet.defer import Deferred, inlineCallbacks
+from twisted.internet.defer import Deferred, inlineCallbacks, maybeDeferred
+from twisted.python.failure import Failure
 
 from txnsq.nsqd.broker import Broker
 from txnsq.nsqd.options import NSQDOptions, parse_nsqd_args
@@ -65,7 +66,7 @@ class RunningNSQD:
         self.broker: Broker = service.broker
         self.options: NSQDOptions = service.options
         self._data_path = data_path
-        self._stopped: Optional[Deferred[None]] = None
+        self._stopped: Optional[_Outcome] = None
 
     @property
     def tcp_address(self) -> str:
@@ -78,24 +79,16 @@ class RunningNSQD:
         return "%s:%d" % (self.host, self.http_port)
 
     def stop(self) -> "Deferred[None]":
-        """Stop listening, disconnect clients, close the broker; idempotent."""
+        """
+        Stop listening, disconnect clients, close the broker; idempotent.
+        The Deferred fails when the shutdown failed (each call's does).
+        """
         if self._stopped is None:
-            self._stopped = self.service.stopService()
-
-            def cleanup(result: object) -> object:
-                if self._data_path is not None:
-                    shutil.rmtree(self._data_path, ignore_errors=True)
-                return result
-
-            self._stopped.addBoth(cleanup)
-        stopped: Deferred[None] = Deferred()
-
-        def chain(result: object) -> object:
-            stopped.callback(None)
-            return result
-
-        self._stopped.addBoth(chain)
-        return stopped
+            self._stopped = _Outcome(self.service.stopService())
+            if self._data_path is not None:
+                path = self._data_path
+                self._stopped.wait().addBoth(lambda _: shutil.rmtree(path, ignore_errors=True))
+        return self._stopped.wait()
 
 
 @inlineCallbacks
@@ -158,7 +151,7 @@ class RunningNSQLookupd:
         self.http_port = ports["HTTP"]
         self.lookupd: NSQLookupd = service.lookupd
         self.options: NSQLookupdOptions = service.options
-        self._stopped: Optional[Deferred[None]] = None
+        self._stopped: Optional[_Outcome] = None
 
     @property
     def tcp_address(self) -> str:
@@ -171,17 +164,50 @@ class RunningNSQLookupd:
         return "%s:%d" % (self.host, self.http_port)
 
     def stop(self) -> "Deferred[None]":
-        """Stop listening and disconnect producers; idempotent."""
+        """
+        Stop listening and disconnect producers; idempotent.  The Deferred
+        fails when the shutdown failed (each call's does).
+        """
         if self._stopped is None:
-            self._stopped = self.service.stopService()
-        stopped: Deferred[None] = Deferred()
+            self._stopped = _Outcome(self.service.stopService())
+        return self._stopped.wait()
 
-        def chain(result: object) -> object:
-            stopped.callback(None)
-            return result
 
-        self._stopped.addBoth(chain)
-        return stopped
+class _Outcome:
+    """
+    The outcome of one shutdown, handed to every caller of ``stop()``: a
+    new Deferred each, firing ``None`` or failing with the shutdown's
+    failure.  The outcome itself is kept, not left in a Deferred, so a
+    failure is reported to the callers and never again as unhandled.
+    """
+
+    def __init__(self, stopping: Any) -> None:
+        self._done = False
+        self._failure: Optional[Failure] = None
+        self._waiting: List["Deferred[None]"] = []
+        maybeDeferred(lambda: stopping).addBoth(self._finished)
+
+    def _finished(self, result: Any) -> None:
+        self._done = True
+        self._failure = result if isinstance(result, Failure) else None
+        waiting, self._waiting = self._waiting, []
+        for waiter in waiting:
+            self._fire(waiter)
+
+    def _fire(self, waiter: "Deferred[None]") -> None:
+        if self._failure is None:
+            waiter.callback(None)
+        else:
+            waiter.errback(self._failure)
+
+    def wait(self) -> "Deferred[None]":
+        """A Deferred of the outcome."""
+        waiter: "Deferred[None]" = Deferred()
+        if self._done:
+            self._fire(waiter)
+        else:
+            self._waiting.append(waiter)
+        return waiter
 
 
 @inlineCallbacks

@@ -1,0 +1,142 @@
+"""
+The compiled record encoders (``txnsq/storage/_log_format.c``) against the
+pure-Python ones they accelerate: the same bytes for any records, the same
+errors for bad ones.  Where the extension is not built (PyPy, no C
+compiler at install) the tests that need it are skipped and one test says
+which encoder is in use, so that CPython without it fails loudly in CI.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import struct
+import zlib
+from typing import List, Tuple
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from twisted.trial.unittest import SynchronousTestCase
+
+from txnsq.storage import log_format
+
+_compiled = log_format.compiled
+
+_ids = st.integers(min_value=0, max_value=2**64 - 1)
+_bodies = st.binary(max_size=300)
+_flags = st.integers(min_value=-(2**31), max_value=2**31 - 1)
+
+
+def _needs_compiled(case: SynchronousTestCase) -> None:
+    if _compiled is None:
+        case.skipTest("the compiled encoders are not built here")
+
+
+class CompiledEncoderPresenceTests(SynchronousTestCase):
+    """Which encoder runs."""
+
+    def test_built_on_cpython(self) -> None:
+        """
+        On CPython (unless ``TXNSQ_NO_EXTENSIONS`` is set) the compiled
+        encoders are built and used; on PyPy the pure Python runs.
+        """
+        if platform.python_implementation() != "CPython" or os.environ.get("TXNSQ_NO_EXTENSIONS"):
+            self.assertIsNone(_compiled)
+            self.assertIs(log_format.encode_batch, log_format.pure_encode_batch)
+            return
+        self.assertIsNotNone(_compiled)
+        self.assertIs(log_format.encode_batch, _compiled.encode_batch)
+        self.assertIs(log_format.encode_id_batch, _compiled.encode_id_batch)
+
+
+class EncodeBatchTests(SynchronousTestCase):
+    """``encode_batch``: compiled and pure, byte for byte."""
+
+    def setUp(self) -> None:
+        _needs_compiled(self)
+
+    @settings(max_examples=300, deadline=None)
+    @given(st.lists(st.tuples(st.binary(min_size=8, max_size=8), _flags, _bodies), max_size=40))
+    def test_same_bytes(self, records: List[Tuple[bytes, int, bytes]]) -> None:
+        """Any records encode to the same bytes."""
+        self.assertEqual(_compiled.encode_batch(records), log_format.pure_encode_batch(records))
+
+    def test_checksum(self) -> None:
+        """A record's checksum is CRC32(data) & 0x7fffffff, for lengths around 8-byte steps."""
+        for size in range(0, 70):
+            data = bytes(range(size))
+            encoded = _compiled.encode_batch([(b"\x00" * 8, 0, data)])
+            length, checksum = struct.unpack_from(">ii", encoded)
+            self.assertEqual((length, checksum), (size, zlib.crc32(data) & 0x7FFFFFFF))
+
+    def test_unaligned_data(self) -> None:
+        """Data starting at any alignment (a memoryview slice) gives the same bytes."""
+        buffer = os.urandom(200)
+        for start in range(9):
+            records = [(b"12345678", 3, memoryview(buffer)[start : start + 100])]
+            self.assertEqual(
+                _compiled.encode_batch(records),
+                log_format.pure_encode_batch([(b"12345678", 3, buffer[start : start + 100])]),
+            )
+
+    def test_bad_id(self) -> None:
+        """An id that is not 8 bytes is a struct.error naming its length, as in pure Python."""
+        records = [(b"12345678", 0, b"x"), (b"1234567", 0, b"y")]
+        for encode in (_compiled.encode_batch, log_format.pure_encode_batch):
+            with self.assertRaises(struct.error) as caught:
+                encode(records)
+            self.assertEqual(str(caught.exception), "a message id is 8 bytes, not 7")
+
+    def test_bad_flag(self) -> None:
+        """A flag beyond int32 is a struct.error, as in pure Python."""
+        for encode in (_compiled.encode_batch, log_format.pure_encode_batch):
+            self.assertRaises(struct.error, encode, [(b"12345678", 2**31, b"x")])
+
+    def test_not_a_record(self) -> None:
+        """An item that is not a 3-tuple is refused."""
+        self.assertRaises(ValueError, _compiled.encode_batch, [(b"12345678", 0)])
+        self.assertRaises(TypeError, _compiled.encode_batch, [42])
+        self.assertRaises(TypeError, _compiled.encode_batch, 42)
+
+    def test_empty(self) -> None:
+        """No records, no bytes."""
+        self.assertEqual(_compiled.encode_batch([]), b"")
+
+
+class EncodeIdBatchTests(SynchronousTestCase):
+    """``encode_id_batch``: compiled and pure, byte for byte."""
+
+    def setUp(self) -> None:
+        _needs_compiled(self)
+
+    @settings(max_examples=300, deadline=None)
+    @given(st.lists(st.tuples(_ids, _bodies), max_size=40), _flags)
+    def test_same_bytes(self, items: List[Tuple[int, bytes]], flag: int) -> None:
+        """Any ids, flag and bodies encode to the same bytes."""
+        ids = [item[0] for item in items]
+        bodies = [item[1] for item in items]
+        self.assertEqual(
+            _compiled.encode_id_batch(ids, flag, bodies),
+            log_format.pure_encode_id_batch(ids, flag, bodies),
+        )
+
+    def test_same_as_encode_batch(self) -> None:
+        """The records are encode_batch's, with each id's 8 big-endian bytes."""
+        ids = [0, 1, 2**64 - 1]
+        bodies = [b"", b"a", b"xyz" * 50]
+        records = [(struct.pack(">Q", i), 0, b) for i, b in zip(ids, bodies)]
+        for encode in (_compiled.encode_id_batch, log_format.pure_encode_id_batch):
+            self.assertEqual(encode(ids, 0, bodies), log_format.pure_encode_batch(records))
+
+    def test_bad_id(self) -> None:
+        """A negative id, or one not below 2**64, is a struct.error."""
+        for encode in (_compiled.encode_id_batch, log_format.pure_encode_id_batch):
+            for bad in (-1, 2**64):
+                with self.assertRaises(struct.error) as caught:
+                    encode([bad], 0, [b"x"])
+                self.assertEqual(str(caught.exception), "a message id is below 2**64")
+
+    def test_count_mismatch(self) -> None:
+        """Not as many ids as bodies is a ValueError."""
+        for encode in (_compiled.encode_id_batch, log_format.pure_encode_id_batch):
+            self.assertRaises(ValueError, encode, [1, 2], 0, [b"x"])
