@@ -13,9 +13,8 @@ from twisted.internet.task import Clock
 from twisted.trial.unittest import SynchronousTestCase
 
 from tests.nsqadmin_fakes import LOOKUPD, NSQD_A, NSQD_B, FakeCluster
-from txnsq.http_client import RequestTimedOut
 from txnsq.nsqadmin.clusterinfo import ClusterInfo, ClusterUnavailable, Gathered, http_address
-from txnsq.nsqadmin.http_client import TimedRequester
+from txnsq.http_client import with_request_timeout
 
 
 def result_of(d: "Deferred[Any]") -> Any:
@@ -26,34 +25,6 @@ def result_of(d: "Deferred[Any]") -> Any:
     if hasattr(results[0], "raiseException"):
         results[0].raiseException()
     return results[0]
-
-
-class TimedRequesterTests(SynchronousTestCase):
-    """Tests for TimedRequester."""
-
-    def test_times_out(self) -> None:
-        """A request not answered within the timeout fails with RequestTimedOut."""
-        clock = Clock()
-        cancelled: List[bool] = []
-        requester = TimedRequester(
-            lambda m, u, b: Deferred(lambda d: cancelled.append(True)), clock, 5.0
-        )
-        d = requester.request("GET", "http://127.0.0.1:1/stats")
-        clock.advance(4.9)
-        self.assertNoResult(d)
-        clock.advance(0.1)
-        self.failureResultOf(d, RequestTimedOut)
-        self.assertEqual(cancelled, [True])
-
-    def test_answer_cancels_timer(self) -> None:
-        """An answer in time is passed on and leaves no timer behind."""
-        clock = Clock()
-        answer: Deferred[Any] = Deferred()
-        requester = TimedRequester(lambda m, u, b: answer, clock, 5.0)
-        d = requester.request("GET", "http://127.0.0.1:1/stats")
-        answer.callback((200, b"OK", b"{}"))
-        self.assertEqual(self.successResultOf(d), (200, b"OK", b"{}"))
-        self.assertEqual(clock.getDelayedCalls(), [])
 
 
 class ClusterInfoTests(SynchronousTestCase):
@@ -110,7 +81,9 @@ class ClusterInfoTests(SynchronousTestCase):
         """An nsqd that never answers is an error on that node once the request timeout passes."""
         clock = Clock()
         self.fake.answers["http://%s/stats" % NSQD_B] = "hang"
-        cluster = ClusterInfo(TimedRequester(self.fake.request, clock, 5.0).request)
+        cluster = ClusterInfo(
+            lambda m, u, b=None: with_request_timeout(self.fake.request(m, u, b), clock, 5.0)
+        )
         producers = result_of(cluster.lookupd_producers([LOOKUPD])).value
         d = cluster.nsqd_stats(producers, "orders")
         self.assertNoResult(d)

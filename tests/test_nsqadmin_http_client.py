@@ -12,10 +12,9 @@ from twisted.internet.defer import Deferred, succeed
 from twisted.internet.task import Clock
 from twisted.trial.unittest import SynchronousTestCase
 
-from txnsq.http_client import RequestTimedOut
+from txnsq.http_client import RequestTimedOut, with_request_timeout
 from txnsq.nsqadmin.http_client import (
     ClientTLSPolicy,
-    TimedRequester,
     https_retry_url,
     upgrading_to_https,
 )
@@ -94,14 +93,16 @@ class UpgradingSendTests(SynchronousTestCase):
         self.assertEqual(len(self.sent), 2)
 
     def test_timeout_covers_retry(self) -> None:
-        """The request timeout spans the retry: a hanging https request times out and is cancelled."""
+        """The retry is a request with its own timeout, as Go's: a hanging https request times out and is cancelled."""
         self.answers = {
             "http://n:4151/stats": (403, b"Forbidden", TLS_REQUIRED),
             "https://n:4152/stats": "hang",
         }
         clock = Clock()
-        requester = TimedRequester(upgrading_to_https(self.send), clock, 5.0)
-        d = requester.request("GET", "http://n:4151/stats")
+        request = upgrading_to_https(
+            lambda method, url, body: with_request_timeout(self.send(method, url, body), clock, 5.0)
+        )
+        d = request("GET", "http://n:4151/stats", None)
         self.assertNoResult(d)
         clock.advance(5)
         self.failureResultOf(d, RequestTimedOut)

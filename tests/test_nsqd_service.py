@@ -5,12 +5,14 @@ listening on 127.0.0.1 port 0.
 
 from __future__ import annotations
 
+import os
 import socket
 from typing import Any, List
 
 from twisted.application.service import MultiService
 from twisted.internet import reactor
 from twisted.internet.defer import Deferred, inlineCallbacks
+from twisted.internet.task import Clock
 from twisted.internet.endpoints import TCP4ClientEndpoint, connectProtocol
 from twisted.internet.protocol import Protocol
 from twisted.trial.unittest import SynchronousTestCase, TestCase
@@ -222,7 +224,7 @@ class MetaqListenerTests(TestCase):
             + list(args)
         )
         options.validate()
-        self.nsqd = NSQDService(options, reactor)
+        self.nsqd = NSQDService.fromOptions(options, reactor)
         self.nsqd.startService()
         self.addCleanup(self.nsqd.stopService)
         return self.nsqd.whenListening()
@@ -295,3 +297,57 @@ class MetaqListenerTests(TestCase):
         self.assertEqual((reply.code, reply.opaque), (401, 2))
         client.transport.loseConnection()
         yield client.closed
+
+
+class ConstructionTests(SynchronousTestCase):
+    """NSQDService's constructor takes objects and does no I/O."""
+
+    def options(self, *args: str) -> Any:
+        return parse_nsqd_args(["--tcp-address=127.0.0.1:0", "--http-address=127.0.0.1:0"] + list(args))
+
+    def test_no_io_until_started(self) -> None:
+        """
+        A data path that does not exist fails nothing at construction; the
+        lock and nsqd.dat are taken at privilegedStartService.
+        """
+        from txnsq.nsqd.metadata import DataPathError
+
+        missing = os.path.abspath(self.mktemp())
+        service = NSQDService(self.options("--data-path=" + missing), Clock())
+        self.assertFalse(os.path.exists(missing))
+        self.assertIsNone(service.metadata)
+        self.assertRaises(DataPathError, service.privilegedStartService)
+
+    def test_privileged_start_opens_data(self) -> None:
+        """privilegedStartService locks the data path and writes nsqd.dat, before listening."""
+        path = os.path.abspath(self.mktemp())
+        os.makedirs(path)
+        service = NSQDService(self.options("--data-path=" + path), Clock())
+        service.privilegedStartService()
+        self.addCleanup(service.stopService)
+        self.assertIsNotNone(service.metadata)
+        self.assertTrue(os.path.exists(os.path.join(path, "nsqd.dat")))
+        self.assertFalse(service.running)
+
+    def test_storage_object_or_name(self) -> None:
+        """The storage backend may be given as an object or a name, overriding --storage."""
+        from txnsq.storage.memory import MemoryStorage
+
+        backend = MemoryStorage()
+        by_object = NSQDService(self.options("--storage=disk"), Clock(), storage=backend)
+        self.assertIs(by_object.storage, backend)
+        by_name = NSQDService(self.options(), Clock(), storage="ephemeral")
+        self.assertEqual(by_name.storage.name, "ephemeral")
+        self.assertRaises(ValueError, NSQDService, self.options(), Clock(), storage="nosuch")
+
+    def test_tls_files_need_from_options(self) -> None:
+        """Options naming TLS files without a tls object point to fromOptions; it reads them."""
+        from tests.integration.tls_certs import write_server_files
+
+        directory = self.mktemp()
+        os.makedirs(directory)
+        options = self.options(*write_server_files(directory).args())
+        error = self.assertRaises(ValueError, NSQDService, options, Clock())
+        self.assertIn("fromOptions", str(error))
+        service = NSQDService.fromOptions(options, Clock())
+        self.assertIsNotNone(service.https_listener)

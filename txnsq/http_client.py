@@ -14,34 +14,43 @@ request URL, which may carry a secret.
 ``nsq_to_http`` sends every message it consumes, like a plain Go
 ``http.Client``: no ``Accept`` header, extra headers per request, kept
 connections and followed redirects (the ``accept``, ``persistent`` and
-``follow_redirects`` options).
+``follow_redirects`` options).  nsqadmin asks its nodes with kept
+connections and its own TLS policy.
+
+It is treq over an ``Agent``, public APIs only.  Twisted logs "Starting
+factory" and "Stopping factory" for each connection the Agent makes; the
+daemons' console logging drops those lines
+(:class:`txnsq.logging.FrameworkChatterFilter`).
 """
 
 from __future__ import annotations
 
 from typing import Any, Mapping, Optional, Tuple
 
-from twisted.internet.defer import Deferred, succeed
-from twisted.internet.interfaces import IConsumer, IReactorTime
+from twisted.internet.defer import Deferred
+from twisted.internet.interfaces import IReactorTime
 from twisted.python.failure import Failure
 from twisted.web.client import (
     Agent,
     BrowserLikePolicyForHTTPS,
+    BrowserLikeRedirectAgent,
     HTTPConnectionPool,
-    PartialDownloadError,
-    RedirectAgent,
     ResponseFailed,
-    _HTTP11ClientFactory,
-    readBody,
 )
 from twisted.web.http_headers import Headers
-from twisted.web.iweb import IBodyProducer, IPolicyForHTTPS, IResponse
-from zope.interface import implementer
+from twisted.web.iweb import IPolicyForHTTPS, IResponse
 
 from txnsq import __version__
 from txnsq.protocol.errors import go_quote
 
-__all__ = ["ACCEPT", "GoHTTPClient", "RequestTimedOut", "describe_failure", "status_error_text"]
+__all__ = [
+    "ACCEPT",
+    "GoHTTPClient",
+    "RequestTimedOut",
+    "describe_failure",
+    "status_error_text",
+    "with_request_timeout",
+]
 
 #: What Go's ``http_api`` client sends with every request.
 ACCEPT = b"application/vnd.nsq; version=1.0"
@@ -68,56 +77,44 @@ def describe_failure(error: Optional[BaseException]) -> str:
     return "%s: %s" % (type(error).__name__, error)
 
 
-@implementer(IBodyProducer)
-class _BytesProducer:
-    """A request body that is one ``bytes``."""
-
-    def __init__(self, body: bytes) -> None:
-        self._body = body
-        self.length = len(body)
-
-    def startProducing(self, consumer: IConsumer) -> "Deferred[None]":
-        consumer.write(self._body)
-        return succeed(None)
-
-    def pauseProducing(self) -> None:
-        pass
-
-    def resumeProducing(self) -> None:
-        pass
-
-    def stopProducing(self) -> None:
-        pass
-
-
-class _GoRedirectAgent(RedirectAgent):
-    """
-    Redirects as Go's ``http.Client`` follows them: 301, 302 and 303 turn
-    any request into a GET; 307 and 308 repeat a GET or HEAD, and fail
-    any other request (Go would send it again with its body).
-    """
-
-    _redirectResponses = [307, 308]
-    _seeOtherResponses = [301, 302, 303]
-
-
-class _QuietHTTP11ClientFactory(_HTTP11ClientFactory):
-    """The Agent's connection factory, without its start and stop log lines."""
-
-    noisy = False
-
-
 def _read_reply(response: IResponse) -> "Deferred[Reply]":
-    def body_read(content: bytes) -> Reply:
+    import treq
+
+    def whole(content: bytes) -> Reply:
         return response.code, response.phrase, content
 
-    def cut_short(failure: Any) -> Reply:
-        # A body ended by the server closing the connection is a whole body
-        # to Go's io.ReadAll.
-        failure.trap(PartialDownloadError)
-        return response.code, response.phrase, failure.value.response or b""
+    # treq takes a body ended by the server closing the connection as
+    # whole, as Go's io.ReadAll does.
+    return treq.content(response).addCallback(whole)
 
-    return readBody(response).addCallbacks(body_read, cut_short)
+
+def with_request_timeout(
+    requested: "Deferred[Any]", clock: IReactorTime, timeout: float
+) -> "Deferred[Any]":
+    """
+    ``requested``, cancelled and failed with :class:`RequestTimedOut` (Go's
+    text) when it has not fired after ``timeout`` seconds of ``clock`` time:
+    the whole-request timeout of every HTTP request txnsq makes.
+    """
+    timed_out = []
+
+    def time_out() -> None:
+        timed_out.append(True)
+        requested.cancel()
+
+    # Not Deferred.addTimeout: the Agent reports a cancelled connection
+    # attempt as ConnectingCancelledError, which addTimeout would not
+    # recognise as its own timeout.
+    timer = clock.callLater(timeout, time_out)
+
+    def finished(result: Any) -> Any:
+        if timer.active():
+            timer.cancel()
+        if isinstance(result, Failure) and timed_out:
+            raise RequestTimedOut("request timed out (Client.Timeout %gs exceeded)" % (timeout,))
+        return result
+
+    return requested.addBoth(finished)
 
 
 class GoHTTPClient:
@@ -141,6 +138,8 @@ class GoHTTPClient:
         ``http.Client`` does (a POST answered 301, 302 or 303 is followed
         with a GET; one answered 307 or 308 fails, with
         ``ResponseFailed``, where Go would send the POST again).
+    :param max_idle_per_host: with ``persistent``, the idle connections
+        kept per host.
     """
 
     def __init__(
@@ -154,16 +153,17 @@ class GoHTTPClient:
         accept: Optional[bytes] = ACCEPT,
         persistent: bool = False,
         follow_redirects: bool = False,
+        max_idle_per_host: int = 2,
     ) -> None:
+        from treq.client import HTTPClient
+
         self.connect_timeout = connect_timeout
         self.request_timeout = request_timeout
         self._clock: Any = clock if clock is not None else reactor
         self._user_agent = user_agent
         self._accept = accept
         pool = HTTPConnectionPool(reactor, persistent=persistent)
-        # _factory is the pool's (long-standing) hook; without it every
-        # request logs "Starting factory" and "Stopping factory".
-        pool._factory = _QuietHTTP11ClientFactory
+        pool.maxPersistentPerHost = max_idle_per_host
         self._pool = pool
         agent: Any = Agent(
             reactor,
@@ -172,8 +172,10 @@ class GoHTTPClient:
             pool=pool,
         )
         if follow_redirects:
-            agent = _GoRedirectAgent(agent, redirectLimit=10)
-        self._agent = agent
+            # 301-303 turn any request into a GET; 307 and 308 repeat a GET
+            # or HEAD and fail any other request.
+            agent = BrowserLikeRedirectAgent(agent, redirectLimit=10)
+        self._client = HTTPClient(agent)
 
     def request(
         self,
@@ -193,40 +195,20 @@ class GoHTTPClient:
         :return: fails with :class:`RequestTimedOut` after the request
             timeout, or with the transport's error.
         """
-        uri = url.encode("ascii")
+        url.encode("ascii")
         sent = Headers({b"User-Agent": [self._user_agent]})
         if self._accept is not None:
             sent.setRawHeaders(b"Accept", [self._accept])
-        producer = None
         if body is not None:
             sent.setRawHeaders(b"Content-Type", [content_type])
-            producer = _BytesProducer(body)
         if headers:
             for name, value in headers.items():
                 sent.setRawHeaders(name, [value])
-        requested = self._agent.request(method.encode("ascii"), uri, sent, producer)
+        requested = self._client.request(
+            method, url, headers=sent, data=body, allow_redirects=False
+        )
         requested.addCallback(_read_reply)
-        timed_out = []
-
-        def time_out() -> None:
-            timed_out.append(True)
-            requested.cancel()
-
-        # Not Deferred.addTimeout: the Agent reports a cancelled connection
-        # attempt as ConnectingCancelledError, which addTimeout would not
-        # recognise as its own timeout.
-        timer = self._clock.callLater(self.request_timeout, time_out)
-
-        def finished(result: Any) -> Any:
-            if timer.active():
-                timer.cancel()
-            if isinstance(result, Failure) and timed_out:
-                raise RequestTimedOut(
-                    "request timed out (Client.Timeout %gs exceeded)" % (self.request_timeout,)
-                )
-            return result
-
-        return requested.addBoth(finished)
+        return with_request_timeout(requested, self._clock, self.request_timeout)
 
     def close(self) -> "Deferred[None]":
         """Close the kept connections (see ``persistent``); fires once they are closed."""

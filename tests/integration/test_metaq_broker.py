@@ -38,7 +38,7 @@ class BrokerMetaqTests(TestCase):
         )
         os.makedirs(options.data_path)
         options.validate()
-        self.nsqd = NSQDService(options, reactor)
+        self.nsqd = NSQDService.fromOptions(options, reactor)
         self.nsqd.startService()
         self.addCleanup(self.nsqd.stopService)
         yield self.nsqd.whenListening()

@@ -494,6 +494,16 @@ class Consumer:
             self._connect(address)
 
     def _maybe_reconnect(self, address: str) -> None:
+        # Not twisted.application.internet.ClientService, which nsqd's
+        # lookupd peers use: a consumer's connections are not one endpoint
+        # kept up forever.  Only the nsqd given directly are
+        # redialed (as go-nsq does); those found through nsqlookupd are
+        # dropped and found again by the next poll, and the set of either
+        # changes at run time (connect_to_nsqd, discovery).  A connection
+        # is only "up" once IDENTIFY, AUTH and SUB succeeded, and a refusal
+        # there (E_UNAUTHORIZED, a bad channel) must not be retried at
+        # ClientService's pace.  What ClientService would add, the
+        # backoff, is the same policy here (self._reconnect_delays).
         if self._closing or address not in self._direct or address in self._reconnects:
             return
         attempt = self._reconnect_attempts.get(address, 0)

@@ -2,7 +2,8 @@
 nsqadmin: the cluster web UI and its JSON API, on Klein.
 
 - :mod:`txnsq.nsqadmin.options`: Go nsqadmin v1.3's flags and settings
-- :mod:`txnsq.nsqadmin.http_client`: treq requests with connect and request timeouts
+- :mod:`txnsq.nsqadmin.http_client`: the HTTPS retry and TLS policy it adds
+  to :class:`txnsq.http_client.GoHTTPClient`
 - :mod:`txnsq.nsqadmin.clusterinfo`: what nsqlookupds and nsqds are asked,
   concurrently, each failure kept with its node (Go's ``internal/clusterinfo``)
 - :mod:`txnsq.nsqadmin.stats`: nsqd ``/stats`` documents summed into Go's
@@ -20,9 +21,24 @@ nsqadmin: the cluster web UI and its JSON API, on Klein.
 - :mod:`txnsq.nsqadmin.app`: the Klein app joining the API and the pages
 - :mod:`txnsq.nsqadmin.service`: ``NSQAdminService`` and the ``nsqadmin`` script
 - :mod:`txnsq.nsqadmin.tap`: ``twistd nsqadmin``
+
+To embed one in a Twisted application::
+
+    from txnsq.nsqadmin import NSQAdminService, parse_nsqadmin_args
+
+    args = ["--lookupd-http-address=127.0.0.1:4161"]
+    NSQAdminService(parse_nsqadmin_args(args)).setServiceParent(application)
+
+``NSQAdminService``, ``NSQAdminOptions`` and ``parse_nsqadmin_args`` are
+imported when first used.
 """
 
+from txnsq.lazy import lazy_exports
+
 __all__ = [
+    "NSQAdminOptions",
+    "NSQAdminService",
+    "parse_nsqadmin_args",
     "actions",
     "api",
     "app",
@@ -39,3 +55,12 @@ __all__ = [
     "tap",
     "views",
 ]
+
+_EXPORTS = {
+    "NSQAdminOptions": "txnsq.nsqadmin.options",
+    "NSQAdminService": "txnsq.nsqadmin.service",
+    "parse_nsqadmin_args": "txnsq.nsqadmin.options",
+}
+
+
+__getattr__ = lazy_exports(__name__, _EXPORTS)

@@ -1,13 +1,9 @@
 # -*- test-case-name: tests.test_nsqadmin_clusterinfo -*-
 """
-The requests nsqadmin sends to nsqlookupds, nsqds and the notification
-endpoint, with treq.
-
-A request may take ``--http-client-request-timeout`` from sending to the
-end of its body, connecting within ``--http-client-connect-timeout``; it
-fires with ``(code, phrase, body)`` whatever the status.  The timing is
-:class:`TimedRequester`'s, on an injected clock, so tests drive it with
-:class:`~twisted.internet.task.Clock` and a ``send`` that never answers.
+What nsqadmin adds to :class:`txnsq.http_client.GoHTTPClient`, through which
+it asks nsqlookupds, nsqds and the notification endpoint (kept
+connections, ``--http-client-*`` timeouts, one timeout path for every
+request txnsq makes).
 
 HTTPS is Go ``http_api.Client``'s: a plain ``http://`` request answered
 ``403`` with an ``https_port`` (an nsqd run with ``--tls-required``) is sent
@@ -24,22 +20,15 @@ from urllib.parse import urlsplit, urlunsplit
 from OpenSSL import SSL
 from twisted.internet import ssl
 from twisted.internet.defer import Deferred
-from twisted.internet.interfaces import IOpenSSLClientConnectionCreator, IReactorTime
-from twisted.python.failure import Failure
-from twisted.web.client import Agent, HTTPConnectionPool
+from twisted.internet.interfaces import IOpenSSLClientConnectionCreator
 from twisted.web.iweb import IPolicyForHTTPS
 from zope.interface import implementer
-
-from txnsq import __version__
-from txnsq.http_client import ACCEPT, RequestTimedOut
 
 __all__ = [
     "ClientTLSPolicy",
     "Reply",
     "Send",
-    "TimedRequester",
     "https_retry_url",
-    "treq_send",
     "upgrading_to_https",
 ]
 
@@ -180,84 +169,3 @@ def upgrading_to_https(send: Send) -> Send:
         return send(method, url, body).addCallback(maybe_again)
 
     return retrying
-
-
-def treq_send(
-    reactor: Any,
-    connect_timeout: float,
-    tls_policy: Optional[IPolicyForHTTPS] = None,
-    pool: Optional[HTTPConnectionPool] = None,
-) -> Send:
-    """
-    A :data:`Send` made of treq over an Agent that gives up connecting after
-    ``connect_timeout`` seconds and keeps a few idle connections per node
-    in ``pool`` (the UI polls the same nodes every few seconds; the owner
-    closes it); ``https`` nodes are checked by ``tls_policy`` (the system's
-    roots when omitted), and an nsqd that requires TLS is asked again over
-    HTTPS (:func:`upgrading_to_https`).
-    """
-    import treq
-    from treq.client import HTTPClient
-
-    if pool is None:
-        pool = HTTPConnectionPool(reactor, persistent=True)
-        pool.maxPersistentPerHost = 2
-    policy = tls_policy if tls_policy is not None else ClientTLSPolicy()
-    client = HTTPClient(
-        Agent(reactor, contextFactory=policy, connectTimeout=connect_timeout, pool=pool)
-    )
-    headers: Any = {
-        b"User-Agent": [b"nsqadmin/txnsq-" + __version__.encode("ascii")],
-        b"Accept": [ACCEPT],
-    }
-
-    def send(method: str, url: str, body: Optional[bytes]) -> "Deferred[Reply]":
-        sent: Any = dict(headers)
-        if body is not None:
-            sent[b"Content-Type"] = [b"application/json"]
-        requested = client.request(method, url, headers=sent, data=body)
-
-        def read(response: Any) -> "Deferred[Reply]":
-            def whole(content: bytes) -> Reply:
-                return response.code, response.phrase, content
-
-            return treq.content(response).addCallback(whole)
-
-        return requested.addCallback(read)
-
-    return upgrading_to_https(send)
-
-
-class TimedRequester:
-    """
-    Sends requests through ``send``, each failing with
-    :class:`~txnsq.http_client.RequestTimedOut` after ``timeout`` seconds
-    of ``clock`` time.
-    """
-
-    def __init__(self, send: Send, clock: IReactorTime, timeout: float) -> None:
-        self._send = send
-        self._clock = clock
-        self.timeout = timeout
-
-    def request(self, method: str, url: str, body: Optional[bytes] = None) -> "Deferred[Reply]":
-        """One request; fires with ``(code, phrase, body)`` or fails."""
-        requested = self._send(method, url, body)
-        timed_out = []
-
-        def time_out() -> None:
-            timed_out.append(True)
-            requested.cancel()
-
-        timer = self._clock.callLater(self.timeout, time_out)
-
-        def finished(result: Any) -> Any:
-            if timer.active():
-                timer.cancel()
-            if isinstance(result, Failure) and timed_out:
-                raise RequestTimedOut(
-                    "request timed out (Client.Timeout %gs exceeded)" % (self.timeout,)
-                )
-            return result
-
-        return requested.addBoth(finished)

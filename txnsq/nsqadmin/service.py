@@ -17,6 +17,7 @@ from twisted.internet.defer import Deferred, maybeDeferred
 from twisted.internet.task import LoopingCall
 from twisted.logger import Logger
 
+from txnsq import __version__
 from txnsq.cli import version_string
 from txnsq.daemon import run_console_script
 from txnsq.http.site import GoSite
@@ -49,7 +50,8 @@ class NSQAdminService(MultiService):
             reactor = global_reactor
         from txnsq.nsqadmin.app import NSQAdminApp
         from txnsq.nsqadmin.clusterinfo import ClusterInfo
-        from txnsq.nsqadmin.http_client import ClientTLSPolicy, TimedRequester, treq_send
+        from txnsq.http_client import ACCEPT, GoHTTPClient
+        from txnsq.nsqadmin.http_client import ClientTLSPolicy, upgrading_to_https
         from txnsq.nsqadmin.notify import Notifier
 
         self.options = options
@@ -62,25 +64,27 @@ class NSQAdminService(MultiService):
             options.http_client_tls_key,
             options.http_client_tls_insecure_skip_verify,
         )
-        from twisted.web.client import HTTPConnectionPool
-
-        #: The idle connections to the nodes, closed when the service stops.
-        self.pool = HTTPConnectionPool(reactor, persistent=True)
-        self.pool.maxPersistentPerHost = 2
-        requester = TimedRequester(
-            treq_send(reactor, options.http_client_connect_timeout, tls_policy, self.pool),
+        #: nsqadmin's HTTP client: a few idle connections kept per node (the
+        #: UI polls the same nodes every few seconds), closed at stop.
+        self.http = GoHTTPClient(
             reactor,
+            options.http_client_connect_timeout,
             options.http_client_request_timeout,
+            tls_policy=tls_policy,
+            user_agent=b"nsqadmin/txnsq-" + __version__.encode("ascii"),
+            accept=ACCEPT,
+            persistent=True,
         )
+        request = upgrading_to_https(self.http.request)
         notifier = None
         if options.notification_http_endpoint:
             notifier = Notifier(
-                requester.request,
+                request,
                 options.notification_http_endpoint,
                 reactor,
                 options.acl_http_header,
             )
-        self.app = NSQAdminApp(options, ClusterInfo(requester.request), reactor, notifier)
+        self.app = NSQAdminApp(options, ClusterInfo(request), reactor, notifier)
         self.http_listener = ListeningService(
             "HTTP",
             reactor,
@@ -125,7 +129,7 @@ class NSQAdminService(MultiService):
         if self.sampler is not None and self.sampler.running:
             self.sampler.stop()
         stopped: Deferred[Any] = maybeDeferred(MultiService.stopService, self)
-        closed = stopped.addCallback(lambda _: self.pool.closeCachedConnections())
+        closed = stopped.addCallback(lambda _: self.http.close())
         return closed  # type: ignore[no-any-return]
 
 

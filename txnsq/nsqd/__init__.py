@@ -1,6 +1,27 @@
 """
 nsqd: the broker core (topics, channels, in-flight and deferred queues) and
 its Twisted adapters (the V2 TCP protocol, HTTP, the service).
+
+To embed an nsqd in a Twisted application::
+
+    from txnsq.nsqd import NSQDOptions, NSQDService, parse_nsqd_args
+
+    service = NSQDService(parse_nsqd_args(["--data-path=/var/lib/nsqd"]))
+    service.setServiceParent(application)
+
+The names are imported when first used, so that importing one submodule
+(the broker core, say) does not import the HTTP API and its framework.
 """
 
-__all__: list = []
+from txnsq.lazy import lazy_exports
+
+__all__ = ["NSQDOptions", "NSQDService", "parse_nsqd_args"]
+
+_EXPORTS = {
+    "NSQDOptions": "txnsq.nsqd.options",
+    "NSQDService": "txnsq.nsqd.service",
+    "parse_nsqd_args": "txnsq.nsqd.options",
+}
+
+
+__getattr__ = lazy_exports(__name__, _EXPORTS)

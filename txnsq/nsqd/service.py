@@ -12,7 +12,7 @@ from __future__ import annotations
 import gc
 import os
 import sys
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Union
 
 from twisted.application.service import MultiService
 from twisted.internet.defer import Deferred, maybeDeferred, succeed
@@ -31,6 +31,7 @@ from txnsq.nsqd.metadata import DataPathError, DataPathLock, MetadataError, Meta
 from txnsq.nsqd.options import NSQDOptions, listen_endpoint_description
 from txnsq.nsqd.tcp import NSQDFactory, ServerFeatures
 from txnsq.nsqd.tls import TLSConfigError, tls_server_options
+from txnsq.storage.interfaces import IStorageBackend
 from txnsq.storage.plugins import get_storage_backend
 
 if TYPE_CHECKING:
@@ -49,10 +50,23 @@ class NSQDService(MultiService):
     given (and ``--https-address`` is not empty), and a MetaQ listener
     over the retained topics when ``--metaq-address`` is given.
 
+    The constructor does no I/O: it builds the broker, the protocols and
+    the listeners (which listen once started).  The data path is locked
+    and ``nsqd.dat`` read in :meth:`privilegedStartService` (or
+    :meth:`startService`, or earlier with :meth:`open_data`); the TLS
+    files are read by :meth:`fromOptions`, the flag path's constructor.
+
     :param options: the daemon's settings (``NSQDOptions``).
-    :param reactor: the reactor to listen with and take time from; the
-        global reactor when omitted.
-    :raises TLSConfigError: the TLS certificate or key cannot be used.
+    :param reactor: the reactor to listen with and take time from
+        (``IReactorTCP`` and ``IReactorTime``); the global reactor when
+        omitted.
+    :param storage: the storage backend, an ``IStorageBackend`` or the
+        name of one; ``options.storage`` when omitted.
+    :param tls: the server TLS settings (an object with ``getContext()``,
+        such as ``twisted.internet.ssl.CertificateOptions``) for the
+        ``tls_v1`` upgrade, HTTPS and ``--tls-required``; ``None`` for none.
+    :raises ValueError: ``options`` name TLS files but no ``tls`` was
+        given (use :meth:`fromOptions`), or an unknown storage name.
     """
 
     _log = Logger()
@@ -61,23 +75,51 @@ class NSQDService(MultiService):
     #: consumers to FIN the messages they hold.
     shutdown_grace = SHUTDOWN_GRACE
 
-    def __init__(self, options: NSQDOptions, reactor: Optional[Any] = None) -> None:
+    @classmethod
+    def fromOptions(
+        cls, options: NSQDOptions, reactor: Optional[Any] = None, storage: Optional[Any] = None
+    ) -> "NSQDService":
+        """
+        The service of ``options`` as the ``nsqd`` command builds it: the
+        TLS certificate and key files they name read (Go's
+        ``buildTLSConfig``).
+
+        :raises TLSConfigError: the TLS certificate or key cannot be used.
+        """
+        return cls(options, reactor, storage=storage, tls=tls_server_options(options))
+
+    def __init__(
+        self,
+        options: NSQDOptions,
+        reactor: Optional[Any] = None,
+        *,
+        storage: Optional[Union[str, IStorageBackend]] = None,
+        tls: Optional[Any] = None,
+    ) -> None:
         MultiService.__init__(self)
         if reactor is None:
             from twisted.internet import reactor as global_reactor
 
             reactor = global_reactor
+        if tls is None and (options.tls_cert or options.tls_key):
+            raise ValueError(
+                "the options name TLS files (--tls-cert, --tls-key): build the "
+                "service with NSQDService.fromOptions, which reads them, or pass tls="
+            )
         self.options = options
         self.reactor = reactor
         clock: IReactorTime = reactor
         self.start_time = clock.seconds()
-        storage = get_storage_backend(options.storage)
+        if storage is None:
+            storage = options.storage
+        if isinstance(storage, str):
+            storage = get_storage_backend(storage)
+        self.storage: IStorageBackend = storage
         self.broker = Broker(options, clock, storage)
         self._durable = bool(getattr(storage, "durable", False))
         self._lock: Optional[DataPathLock] = None
         self._start_logged = False
         self.metadata: Optional[MetadataStore] = None
-        tls = tls_server_options(options)
         auth = None
         if options.auth_http_address:
             from txnsq.nsqd.auth import AuthClient
@@ -236,9 +278,20 @@ class NSQDService(MultiService):
         self._lock = lock
         self.metadata = store
 
+    def privilegedStartService(self) -> None:
+        """
+        Under ``twistd``, before privileges are dropped: log what starts
+        and open the data path (the lock, ``nsqd.dat``).
+
+        :raises DataPathError: as :meth:`open_data`.
+        """
+        self.open_data()
+        MultiService.privilegedStartService(self)
+
     def startService(self) -> None:
         """
-        Log what starts, open the data path, then start listening; once
+        Log what starts, open the data path (unless
+        :meth:`privilegedStartService` did), then start listening; once
         listening, register with the nsqlookupds.
         """
         self.open_data()
@@ -362,7 +415,7 @@ def _console_service(options: NSQDOptions, reactor: Any) -> NSQDService:
         settings or the data path cannot be used.
     """
     try:
-        service = NSQDService(options, reactor)
+        service = NSQDService.fromOptions(options, reactor)
     except TLSConfigError as error:
         NSQDService._log.critical(
             "failed to instantiate nsqd - failed to build TLS config - {error}", error=error

@@ -51,7 +51,7 @@ class Options(GoFlagsOptions[NSQDOptions]):
         from txnsq.nsqd.metadata import DataPathError
         from txnsq.nsqd.service import NSQDService, freeze_startup_objects
 
-        service = NSQDService(settings)
+        service = NSQDService.fromOptions(settings)
         try:
             service.open_data()
         except DataPathError as error:

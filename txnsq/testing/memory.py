@@ -40,10 +40,24 @@ from txnsq.nsqd.options import NSQDOptions, parse_nsqd_args
 from txnsq.nsqd.tcp import NSQDFactory, ServerFeatures
 from txnsq.storage.memory import MemoryStorage
 
-__all__ = ["MemoryNSQD"]
+__all__ = ["MemoryNSQD", "apply_overrides"]
 
 #: The most rounds :meth:`MemoryNSQD.flush` makes before it gives up.
 MAX_ROUNDS = 10000
+
+
+def apply_overrides(options: Any, overrides: Dict[str, Any]) -> None:
+    """
+    Set option attributes after the flags, then validate the whole.
+
+    :raises TypeError: an unknown option (named).
+    :raises ValueError: the options are not valid together.
+    """
+    for name, value in overrides.items():
+        if not hasattr(options, name):
+            raise TypeError("%s has no option %r" % (type(options).__name__, name))
+        setattr(options, name, value)
+    options.validate()
 
 
 class _Pipe(StringTransport):
@@ -135,11 +149,7 @@ class MemoryNSQD:
         self.address = address
         # --storage=memory unless told otherwise by a later flag; no data path.
         options = parse_nsqd_args(["--storage=memory"] + list(args))
-        for name, value in overrides.items():
-            if not hasattr(options, name):
-                raise TypeError("NSQDOptions has no option %r" % (name,))
-            setattr(options, name, value)
-        options.validate()
+        apply_overrides(options, overrides)
         if options.storage != "memory":
             raise ValueError("MemoryNSQD keeps messages in memory only, not --storage=%s" % (options.storage,))
         for flag, value in (

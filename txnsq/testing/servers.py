@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-from typing import Any, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence
 
 from twisted.internet.defer import Deferred, inlineCallbacks, maybeDeferred
 from twisted.python.failure import Failure
@@ -42,46 +42,43 @@ from txnsq.nsqd.service import NSQDService
 from txnsq.nsqlookupd.core import NSQLookupd
 from txnsq.nsqlookupd.options import NSQLookupdOptions, parse_nsqlookupd_args
 from txnsq.nsqlookupd.service import NSQLookupdService
+from txnsq.testing.memory import apply_overrides
 
 __all__ = ["RunningNSQD", "RunningNSQLookupd", "start_nsqd", "start_nsqlookupd"]
 
 
-class RunningNSQD:
+class _RunningDaemon:
     """
-    An nsqd running in this process.
+    A daemon service running in this process, on ``127.0.0.1``.
 
     :ivar host: the address it listens on (``127.0.0.1``).
-    :ivar tcp_port: the bound port of the V2 TCP protocol.
-    :ivar http_port: the bound port of the HTTP API.
-    :ivar broker: the broker core, to inspect topics and channels.
-    :ivar options: the options it runs with.
+    :ivar tcp_port: the bound port of its TCP protocol.
+    :ivar http_port: the bound port of its HTTP API.
     """
 
-    def __init__(self, service: NSQDService, data_path: Optional[str]) -> None:
+    def __init__(self, service: Any, data_path: Optional[str] = None) -> None:
         self.service = service
         self.host = "127.0.0.1"
         ports = service.bound_ports()
-        self.tcp_port = ports["TCP"]
-        self.http_port = ports["HTTP"]
-        self.broker: Broker = service.broker
-        self.options: NSQDOptions = service.options
+        self.tcp_port: int = ports["TCP"]
+        self.http_port: int = ports["HTTP"]
         self._data_path = data_path
         self._stopped: Optional[_Outcome] = None
 
     @property
     def tcp_address(self) -> str:
-        """``host:port`` of the TCP listener, as clients are configured."""
+        """``host:port`` of the TCP listener (clients, nsqd's ``--lookupd-tcp-address``)."""
         return "%s:%d" % (self.host, self.tcp_port)
 
     @property
     def http_address(self) -> str:
-        """``host:port`` of the HTTP listener."""
+        """``host:port`` of the HTTP listener (a consumer's lookupd address)."""
         return "%s:%d" % (self.host, self.http_port)
 
     def stop(self) -> "Deferred[None]":
         """
-        Stop listening, disconnect clients, close the broker; idempotent.
-        The Deferred fails when the shutdown failed (each call's does).
+        Stop the service (listeners, clients, state); idempotent.  The
+        Deferred fails when the shutdown failed (each call's does).
         """
         if self._stopped is None:
             self._stopped = _Outcome(self.service.stopService())
@@ -89,6 +86,22 @@ class RunningNSQD:
                 path = self._data_path
                 self._stopped.wait().addBoth(lambda _: shutil.rmtree(path, ignore_errors=True))
         return self._stopped.wait()
+
+
+class RunningNSQD(_RunningDaemon):
+    """
+    An nsqd running in this process: ``host``, ``tcp_port``, ``http_port``,
+    ``tcp_address``, ``http_address`` and ``stop()`` (which also removes
+    the temporary data path it was given), and:
+
+    :ivar broker: the broker core, to inspect topics and channels.
+    :ivar options: the options it runs with.
+    """
+
+    def __init__(self, service: NSQDService, data_path: Optional[str]) -> None:
+        super().__init__(service, data_path)
+        self.broker: Broker = service.broker
+        self.options: NSQDOptions = service.options
 
 
 @inlineCallbacks
@@ -115,62 +128,38 @@ def start_nsqd(
     if not options.data_path and "data_path" not in overrides:
         data_path = tempfile.mkdtemp(prefix="txnsq-nsqd-")
         options.data_path = data_path
-    for name, value in overrides.items():
-        if not hasattr(options, name):
-            raise TypeError("NSQDOptions has no option %r" % (name,))
-        setattr(options, name, value)
-    options.validate()
-    service = NSQDService(options, reactor)
-    service.startService()
-    try:
-        yield service.whenListening()
-    except BaseException:
-        yield service.stopService()
-        raise
+    apply_overrides(options, overrides)
+    service = yield _listening(NSQDService.fromOptions(options, reactor))
     return RunningNSQD(service, data_path)
 
 
-class RunningNSQLookupd:
+class RunningNSQLookupd(_RunningDaemon):
     """
-    An nsqlookupd running in this process.
+    An nsqlookupd running in this process: ``host``, ``tcp_port`` (for
+    nsqd's ``--lookupd-tcp-address``), ``http_port`` (for consumers),
+    ``tcp_address``, ``http_address`` and ``stop()``, and:
 
-    :ivar host: the address it listens on (``127.0.0.1``).
-    :ivar tcp_port: the bound port of the V1 TCP protocol (for nsqd's
-        ``--lookupd-tcp-address``).
-    :ivar http_port: the bound port of the HTTP API (for consumers).
     :ivar lookupd: its state (``NSQLookupd``), to inspect registrations
         (``lookupd.db``).
     :ivar options: the options it runs with.
     """
 
     def __init__(self, service: NSQLookupdService) -> None:
-        self.service = service
-        self.host = "127.0.0.1"
-        ports = service.bound_ports()
-        self.tcp_port = ports["TCP"]
-        self.http_port = ports["HTTP"]
+        super().__init__(service)
         self.lookupd: NSQLookupd = service.lookupd
         self.options: NSQLookupdOptions = service.options
-        self._stopped: Optional[_Outcome] = None
 
-    @property
-    def tcp_address(self) -> str:
-        """``host:port`` of the TCP listener, as nsqd's ``--lookupd-tcp-address``."""
-        return "%s:%d" % (self.host, self.tcp_port)
 
-    @property
-    def http_address(self) -> str:
-        """``host:port`` of the HTTP listener, as consumers' lookupd address."""
-        return "%s:%d" % (self.host, self.http_port)
-
-    def stop(self) -> "Deferred[None]":
-        """
-        Stop listening and disconnect producers; idempotent.  The Deferred
-        fails when the shutdown failed (each call's does).
-        """
-        if self._stopped is None:
-            self._stopped = _Outcome(self.service.stopService())
-        return self._stopped.wait()
+@inlineCallbacks
+def _listening(service: Any) -> Any:
+    """Start ``service``; fires with it once it listens (stopped again if it cannot)."""
+    service.startService()
+    try:
+        yield service.whenListening()
+    except BaseException:
+        yield service.stopService()
+        raise
+    return service
 
 
 class _Outcome:
@@ -228,16 +217,6 @@ def start_nsqlookupd(
     options = parse_nsqlookupd_args(
         ["--tcp-address=127.0.0.1:0", "--http-address=127.0.0.1:0"] + list(args)
     )
-    for name, value in overrides.items():
-        if not hasattr(options, name):
-            raise TypeError("NSQLookupdOptions has no option %r" % (name,))
-        setattr(options, name, value)
-    options.validate()
-    service = NSQLookupdService(options, reactor)
-    service.startService()
-    try:
-        yield service.whenListening()
-    except BaseException:
-        yield service.stopService()
-        raise
+    apply_overrides(options, overrides)
+    service = yield _listening(NSQLookupdService(options, reactor))
     return RunningNSQLookupd(service)

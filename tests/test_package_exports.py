@@ -1,0 +1,61 @@
+"""
+The daemons' packages export their services, options and flag parsers
+(``from txnsq.nsqd import NSQDService``), imported when first used.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from twisted.trial.unittest import SynchronousTestCase
+
+
+class ExportTests(SynchronousTestCase):
+    """Each package's __all__ names resolve to the objects of their modules."""
+
+    def test_nsqd(self) -> None:
+        """txnsq.nsqd exports NSQDService, NSQDOptions and parse_nsqd_args."""
+        import txnsq.nsqd
+        from txnsq.nsqd.options import NSQDOptions, parse_nsqd_args
+        from txnsq.nsqd.service import NSQDService
+
+        self.assertIs(txnsq.nsqd.NSQDService, NSQDService)
+        self.assertIs(txnsq.nsqd.NSQDOptions, NSQDOptions)
+        self.assertIs(txnsq.nsqd.parse_nsqd_args, parse_nsqd_args)
+        self.assertEqual(sorted(txnsq.nsqd.__all__), ["NSQDOptions", "NSQDService", "parse_nsqd_args"])
+
+    def test_nsqlookupd(self) -> None:
+        """txnsq.nsqlookupd exports NSQLookupdService, NSQLookupdOptions and parse_nsqlookupd_args."""
+        import txnsq.nsqlookupd
+        from txnsq.nsqlookupd.options import NSQLookupdOptions, parse_nsqlookupd_args
+        from txnsq.nsqlookupd.service import NSQLookupdService
+
+        self.assertIs(txnsq.nsqlookupd.NSQLookupdService, NSQLookupdService)
+        self.assertIs(txnsq.nsqlookupd.NSQLookupdOptions, NSQLookupdOptions)
+        self.assertIs(txnsq.nsqlookupd.parse_nsqlookupd_args, parse_nsqlookupd_args)
+
+    def test_nsqadmin(self) -> None:
+        """txnsq.nsqadmin exports NSQAdminService, NSQAdminOptions and parse_nsqadmin_args."""
+        import txnsq.nsqadmin
+        from txnsq.nsqadmin.options import NSQAdminOptions, parse_nsqadmin_args
+        from txnsq.nsqadmin.service import NSQAdminService
+
+        self.assertIs(txnsq.nsqadmin.NSQAdminService, NSQAdminService)
+        self.assertIs(txnsq.nsqadmin.NSQAdminOptions, NSQAdminOptions)
+        self.assertIs(txnsq.nsqadmin.parse_nsqadmin_args, parse_nsqadmin_args)
+
+    def test_unknown_name(self) -> None:
+        """Any other name is an AttributeError, as for a plain module."""
+        import txnsq.nsqd
+
+        self.assertRaises(AttributeError, getattr, txnsq.nsqd, "NoSuchThing")
+
+    def test_core_import_stays_light(self) -> None:
+        """Importing the broker core does not import the HTTP framework (start time)."""
+        code = (
+            "import sys, txnsq.nsqd.broker; "
+            "print('klein' in sys.modules, 'txnsq.nsqd.service' in sys.modules)"
+        )
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, check=True, text=True)
+        self.assertEqual(out.stdout.split(), ["False", "False"])
