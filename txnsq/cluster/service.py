@@ -6,7 +6,7 @@ The cluster as a Twisted service inside nsqd: the route listener
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from twisted.application.service import MultiService
 from twisted.internet.defer import Deferred, succeed
@@ -20,7 +20,7 @@ from txnsq.cluster.node import RouteNode
 from txnsq.cluster.route import RouteProtocol
 from txnsq.nsqd.listener import ListeningService
 
-__all__ = ["ClusterService", "RouteServerFactory", "route_tls_options"]
+__all__ = ["ClusterService", "RouteServerFactory", "cluster_tls_options", "route_tls_options"]
 
 #: Seconds a route dial may take.
 CONNECT_TIMEOUT = 2.0
@@ -43,25 +43,47 @@ def route_tls_options(cert: str, key: str, ca: str, server: bool) -> Any:
     """
     TLS options for routes: our certificate and key; peers verified
     against ``ca`` when given (both ways: nats-server's ``verify``).
+
+    :raises TLSConfigError: a file cannot be read or used.
     """
     from twisted.internet.ssl import Certificate, CertificateOptions, PrivateCertificate
 
-    with open(cert, "rb") as stream:
-        cert_pem = stream.read()
-    with open(key, "rb") as stream:
-        key_pem = stream.read()
-    mine = PrivateCertificate.loadPEM(cert_pem + b"\n" + key_pem)
-    kwargs: Dict[str, Any] = {
-        "privateKey": mine.privateKey.original,
-        "certificate": mine.original,
-    }
-    if ca:
-        with open(ca, "rb") as stream:
-            authority = Certificate.loadPEM(stream.read())
-        kwargs["verify"] = True
-        kwargs["caCerts"] = [authority.original]
-        kwargs["requireCertificate"] = server
-    return CertificateOptions(**kwargs)
+    from txnsq.nsqd.tls import TLSConfigError
+
+    try:
+        with open(cert, "rb") as stream:
+            cert_pem = stream.read()
+        with open(key, "rb") as stream:
+            key_pem = stream.read()
+        mine = PrivateCertificate.loadPEM(cert_pem + b"\n" + key_pem)
+        kwargs: Dict[str, Any] = {
+            "privateKey": mine.privateKey.original,
+            "certificate": mine.original,
+        }
+        if ca:
+            with open(ca, "rb") as stream:
+                authority = Certificate.loadPEM(stream.read())
+            kwargs["verify"] = True
+            kwargs["caCerts"] = [authority.original]
+            kwargs["requireCertificate"] = server
+        return CertificateOptions(**kwargs)
+    except TLSConfigError:
+        raise
+    except Exception as error:
+        raise TLSConfigError("cluster TLS: %s" % (error,))
+
+
+def cluster_tls_options(options: Any) -> Optional[Tuple[Any, Any]]:
+    """
+    ``(client, server)`` TLS options of ``--cluster-tls-cert/-key/-ca``
+    (the files read), or ``None`` when routes are not TLS.
+
+    :raises TLSConfigError: a file cannot be read or used.
+    """
+    if not options.cluster_tls_cert:
+        return None
+    cert, key, ca = options.cluster_tls_cert, options.cluster_tls_key, options.cluster_tls_ca
+    return route_tls_options(cert, key, ca, False), route_tls_options(cert, key, ca, True)
 
 
 class ClusterService(MultiService):
@@ -72,6 +94,10 @@ class ClusterService(MultiService):
     :param options: nsqd's options (the ``--cluster-*``, ``--routes`` and
         ``--nats-*`` flags).
     :param reactor: the reactor.
+    :param tls: ``(client, server)`` TLS options for TLS routes
+        (:func:`cluster_tls_options` reads them from the flags' files), or
+        ``None``.
+    :raises ValueError: the options name TLS files and ``tls`` is ``None``.
 
     :ivar node: the :class:`RouteNode`.
     :ivar bridge: the :class:`NatsBridge`.
@@ -80,19 +106,20 @@ class ClusterService(MultiService):
 
     _log = Logger()
 
-    def __init__(self, broker: Any, options: Any, reactor: Any) -> None:
+    def __init__(
+        self, broker: Any, options: Any, reactor: Any, tls: Optional[Tuple[Any, Any]] = None
+    ) -> None:
         MultiService.__init__(self)
+        if tls is None and options.cluster_tls_cert:
+            raise ValueError(
+                "the options name cluster TLS files: pass tls=cluster_tls_options(options)"
+            )
         self.reactor = reactor
         self.options = options
         self.tls_client: Any = None
         tls_server: Any = None
-        if options.cluster_tls_cert:
-            self.tls_client = route_tls_options(
-                options.cluster_tls_cert, options.cluster_tls_key, options.cluster_tls_ca, False
-            )
-            tls_server = route_tls_options(
-                options.cluster_tls_cert, options.cluster_tls_key, options.cluster_tls_ca, True
-            )
+        if tls is not None:
+            self.tls_client, tls_server = tls
         self.node = RouteNode(
             reactor,
             options.cluster_name,
