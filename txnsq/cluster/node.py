@@ -236,7 +236,11 @@ class RouteNode:
         self.advertise = (host, port)
 
     def add_route_url(self, url: str, seed: bool = False) -> None:
-        """Dial ``url`` unless it is already dialed; a seed is redialed forever."""
+        """
+        Dial ``url`` unless it is already dialed.  Seeds (``--routes``)
+        and URLs learned by gossip alike are dialed again every
+        :attr:`redial_interval` while their server has no route.
+        """
         dialer = self._dialers.get(url)
         if dialer is None:
             dialer = self._dialers[url] = _Dialer(self, url, seed)
