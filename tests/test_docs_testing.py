@@ -33,7 +33,11 @@ def _collect() -> Dict[str, Any]:
         for name, value in namespace.items():
             if isinstance(value, type) and issubclass(value, SynchronousTestCase):
                 if value.__module__ == __name__:
-                    found["DocExample%d_%s" % (number, name)] = value
+                    alias = "DocExample%d_%s" % (number, name)
+                    # Named as it is found in this module, so that trial can
+                    # load it by name (its workers, --jobs, do).
+                    value.__name__ = value.__qualname__ = alias
+                    found[alias] = value
     return found
 
 
