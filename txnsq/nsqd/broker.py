@@ -104,6 +104,9 @@ class Broker:
         self.on_topology_change: Optional[Callable[[], None]] = None
         self.prepare_topic: Optional[Callable[[Topic], None]] = None
         self._listeners: List[TopologyListener] = []
+        #: Called as ``tap(topic, bodies)`` after every publish to any topic
+        #: (the NATS bridge); a tap must not raise.
+        self.publish_taps: List[Callable[[Topic, List[bytes]], None]] = []
         from txnsq.nsqd.retention import Retention
 
         #: ``--retention-*`` defaults and ``--retain-topics``.

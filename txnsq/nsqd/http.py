@@ -124,6 +124,8 @@ class NSQDHTTPAPI(GoRouter, PprofHandlers):
         self._clients = clients if clients is not None else (lambda: ())
         self.options_changed = options_changed
         self._profiler_clock = broker.clock
+        #: The ``cluster`` section of /stats and /metrics (NATS routes), if any.
+        self.cluster_stats: Optional[Callable[[], Dict[str, Any]]] = None
 
     def _commit(self) -> None:
         """
@@ -331,7 +333,10 @@ class NSQDHTTPAPI(GoRouter, PprofHandlers):
             include_mem=BOOL_PARAMS.get(first("include_mem"), True),
         )
         if first("format") == "json":
-            return nsqd_stats.to_json(snapshot)
+            found = nsqd_stats.to_json(snapshot)
+            if self.cluster_stats is not None:
+                found["cluster"] = self.cluster_stats()
+            return found
         return nsqd_stats.to_text(snapshot, self.broker.clock.seconds()).encode("utf-8")
 
     @go_route(app, "GET", "/metrics", style="raw", routes=ROUTES)
@@ -344,6 +349,10 @@ class NSQDHTTPAPI(GoRouter, PprofHandlers):
             self.broker, self._clients(), self.start_time, NSQ_VERSION
         )
         body = nsqd_metrics.render_metrics(nsqd_stats.to_json(snapshot))
+        if self.cluster_stats is not None:
+            from txnsq.cluster.metrics import render_cluster_metrics
+
+            body += render_cluster_metrics(self.cluster_stats())
         content_type: Any = nsqd_metrics.CONTENT_TYPE
         if isinstance(content_type, str):
             content_type = content_type.encode("ascii")

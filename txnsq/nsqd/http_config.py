@@ -87,6 +87,17 @@ CONFIG_OPTIONS: Dict[str, Tuple[str, int]] = {
     "retention_age": ("retention_age", _DURATION),
     "retain_topics": ("retain_topics", _STR),
     "log_partitions": ("log_partitions", _INT),
+    "cluster_address": ("cluster_address", _STR),
+    "cluster_name": ("cluster_name", _STR),
+    "routes": ("routes", _LIST),
+    "cluster_advertise": ("cluster_advertise", _STR),
+    "cluster_ping_interval": ("cluster_ping_interval", _DURATION),
+    "cluster_tls_cert": ("cluster_tls_cert", _STR),
+    "cluster_tls_key": ("cluster_tls_key", _STR),
+    "cluster_tls_ca": ("cluster_tls_ca", _STR),
+    "nats_subject_prefix": ("nats_subject_prefix", _STR),
+    "nats_account": ("nats_account", _STR),
+    "nats_topics": ("nats_topics", _STR),
 }
 
 #: Go's ``lg.LogLevel`` numbers.

@@ -174,6 +174,18 @@ class NSQDOptions:
     retention_age: float = 7 * 24 * 3600.0
     retain_topics: str = ""
     log_partitions: int = 1
+    # NATS cluster routes and the NSQ/NATS bridge (txnsq/cluster, docs/nats.md)
+    cluster_address: str = ""
+    cluster_name: str = ""
+    routes: List[str] = field(default_factory=list)
+    cluster_advertise: str = ""
+    cluster_ping_interval: float = 30.0
+    cluster_tls_cert: str = ""
+    cluster_tls_key: str = ""
+    cluster_tls_ca: str = ""
+    nats_subject_prefix: str = "nsq."
+    nats_account: str = "$G"
+    nats_topics: str = ""
 
     # Go options without a flag (a config file could set them)
     client_timeout: float = 60.0
@@ -275,7 +287,13 @@ class NSQDOptions:
                 "cannot require TLS client connections without TLS key and cert"
             )
         # An empty HTTP or HTTPS address turns that listener off, as in Go.
-        for name in ("tcp_address", "http_address", "https_address", "metaq_address"):
+        for name in (
+            "tcp_address",
+            "http_address",
+            "https_address",
+            "metaq_address",
+            "cluster_address",
+        ):
             address = getattr(self, name)
             if address or name == "tcp_address":
                 check_listen_address(_flag_name(name), address)
@@ -292,6 +310,9 @@ class NSQDOptions:
                 re.compile(self.retain_topics)
             except re.error as e:
                 raise ValueError("--retain-topics is not a valid regular expression: %s" % (e,))
+        from txnsq.cluster.options import validate_cluster_options
+
+        validate_cluster_options(self)
         if self.config:
             raise ValueError(
                 "--config is not supported yet (config file %r): give the "
@@ -307,7 +328,7 @@ class NSQDOptions:
         endpoint plugin).  Without any of these the console script imports
         the reactor without TLS (:mod:`txnsq.plain_reactor`).
         """
-        if self.tls_cert or self.tls_key or self.auth_http_address:
+        if self.tls_cert or self.tls_key or self.auth_http_address or self.cluster_tls_cert:
             return True
         for address in (self.tcp_address, self.http_address):
             if not address:
@@ -712,7 +733,13 @@ def nsqd_flags(defaults: Optional[NSQDOptions] = None) -> List[Flag]:
             o.log_partitions,
             "partitions of a retained topic's log (txnsq)",
         ),
-    ]
+    ] + _cluster_flags(o)
+
+
+def _cluster_flags(o: NSQDOptions) -> List[Flag]:
+    from txnsq.cluster.options import cluster_flags
+
+    return cluster_flags(o)
 
 
 def parse_nsqd_args(

@@ -65,6 +65,8 @@ class NSQDService(MultiService):
     :param tls: the server TLS settings (an object with ``getContext()``,
         such as ``twisted.internet.ssl.CertificateOptions``) for the
         ``tls_v1`` upgrade, HTTPS and ``--tls-required``; ``None`` for none.
+    :param cluster_tls: ``(client, server)`` TLS settings of NATS routes
+        (``txnsq.cluster.service.cluster_tls_options``); ``None`` for none.
     :raises ValueError: ``options`` name TLS files but no ``tls`` was
         given (use :meth:`fromOptions`), or an unknown storage name.
     """
@@ -82,11 +84,22 @@ class NSQDService(MultiService):
         """
         The service of ``options`` as the ``nsqd`` command builds it: the
         TLS certificate and key files they name read (Go's
-        ``buildTLSConfig``).
+        ``buildTLSConfig``), and those of ``--cluster-tls-*``.
 
-        :raises TLSConfigError: the TLS certificate or key cannot be used.
+        :raises TLSConfigError: a TLS certificate or key cannot be used.
         """
-        return cls(options, reactor, storage=storage, tls=tls_server_options(options))
+        cluster_tls = None
+        if options.cluster_tls_cert:
+            from txnsq.cluster.service import cluster_tls_options
+
+            cluster_tls = cluster_tls_options(options)
+        return cls(
+            options,
+            reactor,
+            storage=storage,
+            tls=tls_server_options(options),
+            cluster_tls=cluster_tls,
+        )
 
     def __init__(
         self,
@@ -95,6 +108,7 @@ class NSQDService(MultiService):
         *,
         storage: Optional[Union[str, IStorageBackend]] = None,
         tls: Optional[Any] = None,
+        cluster_tls: Optional[Any] = None,
     ) -> None:
         MultiService.__init__(self)
         if reactor is None:
@@ -173,6 +187,13 @@ class NSQDService(MultiService):
             self.https_listener.setServiceParent(self)
         if self.metaq_listener is not None:
             self.metaq_listener.setServiceParent(self)
+        self.cluster: Optional[Any] = None
+        if options.cluster_address or options.routes:
+            from txnsq.cluster.service import ClusterService
+
+            self.cluster = ClusterService(self.broker, options, reactor, cluster_tls)
+            self.cluster.setServiceParent(self)
+            self.http_api.cluster_stats = self.cluster.stats
         self.http_api.options_changed = self._option_changed
         # Not a child service: it starts once the listeners are bound (the
         # ports it registers are known then), see startService.
@@ -327,10 +348,12 @@ class NSQDService(MultiService):
             found.append(self.https_listener)
         if self.metaq_listener is not None:
             found.append(self.metaq_listener)
+        if self.cluster is not None:
+            found.extend(self.cluster.listeners())
         return found
 
     def bound_ports(self) -> Dict[str, int]:
-        """The ports actually bound, by listener label (``TCP``, ``HTTP``, ``HTTPS``, ``MetaQ``)."""
+        """The ports actually bound, by listener label (``TCP``, ``HTTP``, ``HTTPS``, ``MetaQ``, ``Cluster``)."""
         return {listener.label: listener.bound_port() for listener in self.listeners()}
 
     def whenListening(self) -> "Deferred[None]":

@@ -98,6 +98,8 @@ class Topic:
         # A pending call handing held messages over to the channels.
         self._handover: Any = None
         self.retention: Optional[TopicRetention] = None
+        # The broker's publish taps (shared list): told of every publish.
+        self._taps = broker.publish_taps
 
     def __repr__(self) -> str:
         return "<Topic %s depth=%d channels=%d>" % (
@@ -134,6 +136,8 @@ class Topic:
             self.message_bytes += len(body)
             for channel in targets:
                 channel.put(data)
+            if self._taps:
+                self._tap([body])
             return
         self._check_held(1)
         now = self.clock.seconds()
@@ -144,6 +148,13 @@ class Topic:
         self._queue.put(encode_message(int(now * 1e9), 0, msg_id, body))
         self.message_count += 1
         self.message_bytes += len(body)
+        if self._taps:
+            self._tap([body])
+
+    def _tap(self, bodies: List[bytes]) -> None:
+        """Tell the broker's publish taps (the NATS bridge) what was published."""
+        for tap in self._taps:
+            tap(self, bodies)
 
     def _retain(self, body: bytes, now: float) -> bytes:
         """
@@ -200,6 +211,8 @@ class Topic:
                 channel.put(message)
         else:
             self._queue.put(message)
+        if self._taps:
+            self._tap([body])
         return raw, partition, offset
 
     def publish_many(self, bodies: List[bytes]) -> None:
@@ -246,6 +259,8 @@ class Topic:
             put = self._queue.put
             for data in messages:
                 put(data)
+        if self._taps:
+            self._tap(bodies)
 
     def publish_deferred(self, body: bytes, delay: float) -> None:
         """
@@ -283,6 +298,8 @@ class Topic:
             self._backlog.append((data, delay))
             if self._flight is not None:
                 self._flight.hold(int(delay * 1e9), data)
+        if self._taps:
+            self._tap([body])
 
     # -- channels --------------------------------------------------------
 

@@ -15,6 +15,7 @@ and the benchmarks share it.
 - :mod:`txnsq.protocol.identify`: IDENTIFY negotiation and replies
 - :mod:`txnsq.protocol.metaq`: the MetaQ text protocol (requests, replies,
   both sides) and MetaQ's message record layout
+- :mod:`txnsq.protocol.nats_route`: the NATS cluster (route) protocol
 """
 
-__all__ = ["errors", "frames", "identify", "message", "metaq", "names", "v2"]
+__all__ = ["errors", "frames", "identify", "message", "metaq", "names", "nats_route", "v2"]

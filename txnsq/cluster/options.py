@@ -1,0 +1,151 @@
+# -*- test-case-name: tests.test_cluster_options -*-
+"""
+nsqd's cluster flags (``--cluster-*``, ``--routes``, ``--nats-*``): their
+definitions and checks, kept here so that nsqd's option table only lists
+them.  Values live on :class:`~txnsq.nsqd.options.NSQDOptions` under the
+flags' snake_case names.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, List, Tuple
+from urllib.parse import urlsplit
+
+from txnsq.cli import DURATION, STRING, STRING_LIST, Flag
+
+__all__ = ["cluster_flags", "parse_route_url", "route_urls", "validate_cluster_options"]
+
+#: The route schemes nats-server accepts in ``--routes``.
+ROUTE_SCHEMES = ("nats-route", "nats", "tls")
+
+
+def cluster_flags(o: Any) -> List[Flag]:
+    """The cluster flags, with defaults from the options object ``o``."""
+    return [
+        Flag(
+            "cluster-address",
+            STRING,
+            o.cluster_address,
+            "<addr>:<port> to listen on for NATS cluster routes (txnsq; empty: "
+            "no route listener)",
+        ),
+        Flag(
+            "cluster-name",
+            STRING,
+            o.cluster_name,
+            "name of the NATS cluster to join (must match the servers' "
+            "cluster name) (txnsq)",
+        ),
+        Flag(
+            "routes",
+            STRING_LIST,
+            list(o.routes),
+            "NATS route URL to dial, nats-route://host:port, comma separated "
+            "or given multiple times (txnsq)",
+        ),
+        Flag(
+            "cluster-advertise",
+            STRING,
+            o.cluster_advertise,
+            "<addr>:<port> told to other cluster servers for dialing this one "
+            "(txnsq; defaults to the route listener's address)",
+        ),
+        Flag(
+            "cluster-ping-interval",
+            DURATION,
+            o.cluster_ping_interval,
+            "interval between PINGs on a route; two unanswered close it (txnsq)",
+        ),
+        Flag(
+            "cluster-tls-cert",
+            STRING,
+            o.cluster_tls_cert,
+            "path to the certificate file for TLS routes (txnsq)",
+        ),
+        Flag(
+            "cluster-tls-key",
+            STRING,
+            o.cluster_tls_key,
+            "path to the private key file for TLS routes (txnsq)",
+        ),
+        Flag(
+            "cluster-tls-ca",
+            STRING,
+            o.cluster_tls_ca,
+            "path to the CA file that route peers' certificates must be signed "
+            "by (txnsq)",
+        ),
+        Flag(
+            "nats-subject-prefix",
+            STRING,
+            o.nats_subject_prefix,
+            "NATS subject prefix of bridged NSQ topics: <prefix><topic> (txnsq)",
+        ),
+        Flag(
+            "nats-account",
+            STRING,
+            o.nats_account,
+            "NATS account of bridged subjects (txnsq)",
+        ),
+        Flag(
+            "nats-topics",
+            STRING,
+            o.nats_topics,
+            "regular expression: NSQ topics bridged to NATS (txnsq; empty: all)",
+        ),
+    ]
+
+
+def parse_route_url(url: str) -> Tuple[str, str, int]:
+    """
+    ``(scheme, host, port)`` of a route URL (``nats-route://host:port``).
+
+    :raises ValueError: not such a URL.
+    """
+    parts = urlsplit(url.strip())
+    if parts.scheme not in ROUTE_SCHEMES:
+        raise ValueError("route URL %r: scheme must be nats-route://" % (url,))
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    if not parts.hostname or port is None:
+        raise ValueError("route URL %r needs a host and a port" % (url,))
+    return parts.scheme, parts.hostname, port
+
+
+def route_urls(values: List[str]) -> List[str]:
+    """``--routes`` values (each may list several, comma separated), split."""
+    urls: List[str] = []
+    for value in values:
+        urls.extend(part.strip() for part in value.split(",") if part.strip())
+    return urls
+
+
+def validate_cluster_options(o: Any) -> None:
+    """
+    Check the cluster flags; ``--routes`` is normalised to one URL per item.
+
+    :raises ValueError: with the reason.
+    """
+    o.routes = route_urls(list(o.routes))
+    for url in o.routes:
+        parse_route_url(url)
+    if (o.cluster_address or o.routes) and not o.cluster_name:
+        raise ValueError("--cluster-name is required with --cluster-address or --routes")
+    if o.cluster_name and any(c in o.cluster_name for c in " \t\r\n"):
+        raise ValueError("--cluster-name must not contain spaces")
+    if bool(o.cluster_tls_cert) != bool(o.cluster_tls_key):
+        raise ValueError("--cluster-tls-cert and --cluster-tls-key must be given together")
+    if o.cluster_ping_interval <= 0:
+        raise ValueError("--cluster-ping-interval must be positive")
+    if not o.nats_account or " " in o.nats_account:
+        raise ValueError("--nats-account must be a NATS account name")
+    if any(c in o.nats_subject_prefix for c in " \t\r\n*>"):
+        raise ValueError("--nats-subject-prefix must not contain spaces or wildcards")
+    if o.nats_topics:
+        try:
+            re.compile(o.nats_topics)
+        except re.error as e:
+            raise ValueError("--nats-topics is not a valid regular expression: %s" % (e,))
