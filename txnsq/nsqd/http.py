@@ -126,6 +126,8 @@ class NSQDHTTPAPI(GoRouter, PprofHandlers):
         self._profiler_clock = broker.clock
         #: The ``cluster`` section of /stats and /metrics (NATS routes), if any.
         self.cluster_stats: Optional[Callable[[], Dict[str, Any]]] = None
+        #: Mirrored topics (txnsq.cluster.mirror.Mirror), when routes are on.
+        self.mirror: Optional[Any] = None
 
     def _commit(self) -> None:
         """
@@ -236,7 +238,19 @@ class NSQDHTTPAPI(GoRouter, PprofHandlers):
             # txnsq's own, after Go's fields: "version" is the NSQ level
             # implemented, for clients that enable features by it.
             "txnsq_version": TXNSQ_VERSION,
+            **self._mirror_info(),
         }
+
+    def _mirror_info(self) -> Dict[str, Any]:
+        mirror = self.mirror
+        if mirror is None:
+            return {}
+        standby = sorted(
+            name
+            for name, topic in self.broker.topics.items()
+            if (mirror.topic_role(topic) or {}).get("role") == "standby"
+        )
+        return {"mirror": {"node_id": mirror.node_id, "standby_topics": standby}}
 
     @go_route(app, "POST", "/pub", logged=False, routes=ROUTES)
     def pub(self, request: IRequest) -> str:
@@ -336,6 +350,13 @@ class NSQDHTTPAPI(GoRouter, PprofHandlers):
             found = nsqd_stats.to_json(snapshot)
             if self.cluster_stats is not None:
                 found["cluster"] = self.cluster_stats()
+            mirror = self.mirror
+            if mirror is not None:
+                for entry in found.get("topics") or ():
+                    topic = self.broker.find_topic(entry.get("topic_name", ""))
+                    role = mirror.topic_role(topic) if topic is not None else None
+                    if role is not None:
+                        entry["mirror"] = role
             return found
         return nsqd_stats.to_text(snapshot, self.broker.clock.seconds()).encode("utf-8")
 
@@ -394,6 +415,19 @@ class NSQDHTTPAPI(GoRouter, PprofHandlers):
             topic.pause()
         else:
             topic.unpause()
+
+    @go_route(app, "POST", "/topic/mirror", routes=ROUTES)
+    def topic_mirror(self, request: IRequest) -> None:
+        """Mirror ``?topic=`` (created if need be) to the routed txnsq nodes."""
+        name = self._topic_name(request)
+        if not is_valid_topic_name(name):
+            raise APIError(400, "INVALID_TOPIC")
+        if self.mirror is None:
+            raise APIError(403, "MIRROR_DISABLED")
+        try:
+            self.mirror.mirror_topic(name)
+        except ValueError:
+            raise APIError(400, "INVALID_TOPIC")
 
     @go_route(app, "POST", "/topic/pause", routes=ROUTES)
     def topic_pause(self, request: IRequest) -> None:
