@@ -119,7 +119,7 @@ class CopyTests(MirrorTestCase):
         topic.publish_many([b"two", b"three"])
         self.pump()
         self.assertEqual(self.copy_of_a(), [b"one", b"two", b"three"])
-        self.assertNotIn("mt", self.b.broker.topics)
+        self.assertEqual(self.b.broker.topics["mt"].channels, {})
 
     def test_unmirrored_topic_not_sent(self) -> None:
         """A topic the pattern leaves out sends nothing."""
@@ -239,7 +239,7 @@ class FailoverTests(MirrorTestCase):
         ids = self.publish_two_finish_one()
         self.cut()
         self.clock.advance(4.9)
-        self.assertNotIn("mt", self.b.broker.topics)
+        self.assertEqual(self.b.broker.topics["mt"].channels, {})
         self.clock.advance(0.2)
         channel = self.b.broker.topics["mt"].channels["c"]
         consumer = FakeConsumer(ready_count=10)
@@ -257,7 +257,7 @@ class FailoverTests(MirrorTestCase):
         self.clock.advance(2)
         self.connect()
         self.clock.advance(10)
-        self.assertNotIn("mt", self.b.broker.topics)
+        self.assertEqual(self.b.broker.topics["mt"].channels, {})
         self.assertEqual(self.copy_of_a(), [b"two", b"three"])
 
     def test_restarted_peer_taken_over_at_once(self) -> None:
@@ -335,3 +335,16 @@ class NodeIdTests(SynchronousTestCase):
         first = load_node_id(path)
         self.assertEqual(load_node_id(path), first)
         self.assertTrue(first)
+
+
+class StandbyTopicTests(MirrorTestCase):
+    """The standby makes the topics it keeps copies of."""
+
+    def test_topic_made_on_standby(self) -> None:
+        """b has the topic (so registers it with nsqlookupd) once it keeps a copy of it, but no message in it."""
+        topic = self.a.broker.get_topic("mt")
+        topic.get_channel("c")
+        topic.publish(b"x")
+        self.pump()
+        b_topic = self.b.broker.topics["mt"]
+        self.assertEqual((b_topic.depth(), b_topic.channels), (0, {}))

@@ -161,6 +161,8 @@ class Mirror(TopologyListener):
         # The peer (node id) each route's server is, while routed.
         self._down_since: Dict[str, float] = {}
         self._head_cache: Dict[int, bytes] = {}
+        self._known_topics: Dict[str, int] = {}
+        self._mirrored: Dict[str, bool] = {}
 
     # -- life --------------------------------------------------------------------
 
@@ -193,11 +195,17 @@ class Mirror(TopologyListener):
     # -- which topics ------------------------------------------------------------
 
     def mirrored(self, name: str) -> bool:
-        """``name`` is a mirrored topic."""
-        if name in self.named:
-            return True
-        pattern = self._pattern
-        return pattern is not None and pattern.search(name) is not None
+        """``name`` is a mirrored topic (asked by the NATS bridge per publish: cached)."""
+        found = self._mirrored.get(name)
+        if found is None:
+            pattern = self._pattern
+            found = name in self.named or (
+                pattern is not None and pattern.search(name) is not None
+            )
+            if len(self._mirrored) > 65536:
+                self._mirrored.clear()
+            self._mirrored[name] = found
+        return found
 
     def mirror_topic(self, name: str) -> None:
         """
@@ -209,6 +217,7 @@ class Mirror(TopologyListener):
             raise ValueError("an ephemeral topic cannot be mirrored")
         topic = self.broker.get_topic(name)
         self.named.add(name)
+        self._mirrored.pop(name, None)
         self.topic_created(topic)
 
     def topic_created(self, topic: Any) -> None:
@@ -335,6 +344,15 @@ class Mirror(TopologyListener):
                 copy.apply(seq, records)
                 self.batches_applied += 1
                 last = seq
+            topics = self.broker.topics
+            if len(copy.topics) != self._known_topics.get(peer.node_id, 0):
+                # A topic new to the copy: made here too, so that it is
+                # registered with nsqlookupd and consumers connect to this
+                # node before they need it.
+                self._known_topics[peer.node_id] = len(copy.topics)
+                for name in copy.topics:
+                    if name not in topics and not self.broker.exiting:
+                        self.broker.get_topic(name)
             if last:
                 ack = encode_ack(last)
                 route.send_message(encode_rmsg_head(ACCOUNT, SUBJECT_ACK, len(ack)), ack)
@@ -375,6 +393,16 @@ class Mirror(TopologyListener):
         if timer is not None and timer.active():
             timer.cancel()
         self._down_since.pop(node_id, None)
+        # The new peer learns the channels (and pauses) of our mirrored
+        # topics; the others take these again as no-ops.
+        recorder = self.recorder
+        for topic in list(self.broker.topics.values()):
+            if topic.mirror is not None:
+                for channel in list(topic.channels.values()):
+                    if not channel.ephemeral:
+                        recorder.channel_changed(CHANNEL_OPS["create"], topic.name, channel.name)
+                        if channel.paused:
+                            recorder.channel_changed(CHANNEL_OPS["pause"], topic.name, channel.name)
         copy = self.copies.get(node_id)
         if copy is not None and copy.epoch != epoch:
             # The peer was restarted: what it held in memory is gone, and

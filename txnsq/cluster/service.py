@@ -121,6 +121,7 @@ class ClusterService(MultiService):
             options.mirror_ack,
             options.mirror_failover_timeout,
         )
+        self.bridge.exclude = self.mirror.mirrored
         self.listener: Optional[ListeningService] = None
         if options.cluster_address:
             from txnsq.nsqd.options import listen_endpoint_description
