@@ -348,3 +348,54 @@ class StandbyTopicTests(MirrorTestCase):
         self.pump()
         b_topic = self.b.broker.topics["mt"]
         self.assertEqual((b_topic.depth(), b_topic.channels), (0, {}))
+
+
+class CatchUpTests(MirrorTestCase):
+    """A peer coming (back) is sent what the node holds."""
+
+    def test_published_while_down(self) -> None:
+        """Messages published and finished while the route was down: b's copy, back, holds exactly the unfinished ones in order."""
+        topic = self.a.broker.get_topic("mt")
+        channel = topic.get_channel("c")
+        topic.publish(b"before")
+        self.pump()
+        self.cut()
+        topic.publish_many([b"one", b"two", b"three"])
+        consumer = FakeConsumer(ready_count=2)
+        channel.add_consumer(consumer)
+        channel.consumer_ready(consumer)
+        delivered = consumer.take()
+        self.assertEqual([m.body for m in delivered], [b"before", b"one"])
+        channel.finish(consumer, delivered[0].id)
+        self.clock.advance(1)
+        self.connect()
+        # In flight first, then the queue.
+        self.assertEqual(self.copy_of_a(), [b"one", b"two", b"three"])
+        self.assertEqual((channel.depth(), channel.in_flight_count), (1, 2))
+        self.assertEqual(self.a.mirror.catch_up_messages, 3)
+
+    def test_restarted_standby(self) -> None:
+        """A restarted standby (a new process, no copy) gets the channels and the unfinished messages."""
+        topic = self.a.broker.get_topic("mt")
+        topic.get_channel("c")
+        topic.publish_many([b"one", b"two"])
+        self.pump()
+        self.cut()
+        self.b = Side(self.clock, "node-b", 7001, topics="^m", failover_timeout=5.0)
+        self.clock.advance(1)
+        self.connect()
+        self.assertEqual(self.copy_of_a(), [b"one", b"two"])
+        self.assertEqual(topic.channels["c"].depth(), 2)
+
+    def test_held_by_topic(self) -> None:
+        """Messages the topic holds itself (no channel) are sent too, and stay held there."""
+        topic = self.a.broker.get_topic("mt")
+        topic.publish(b"held")
+        self.pump()
+        self.cut()
+        self.b = Side(self.clock, "node-b", 7001, topics="^m", failover_timeout=5.0)
+        self.clock.advance(1)
+        self.connect()
+        copy = self.b.mirror.copies["node-a"].topics["mt"]
+        self.assertEqual([decode(data).body for data, _ in copy.held.values()], [b"held"])
+        self.assertEqual(topic.depth(), 1)

@@ -38,7 +38,14 @@ from twisted.logger import Logger
 
 from txnsq.cluster.route import RouteProtocol
 from txnsq.nsqd.broker import TopologyListener
-from txnsq.nsqd.mirror import CHANNEL_OPS, MirrorRecorder, StandbyCopy
+from txnsq.nsqd.mirror import (
+    CHANNEL_OPS,
+    FLUSH_SIZE,
+    MirrorRecorder,
+    StandbyCopy,
+    channel_snapshot,
+    topic_snapshot,
+)
 from txnsq.protocol.mirror import (
     SUBJECT_ACK,
     SUBJECT_DATA,
@@ -152,6 +159,10 @@ class Mirror(TopologyListener):
         self.batches_applied = 0
         self.decode_errors = 0
         self.producers_held = 0
+        #: Messages sent to peers as they came (catch-up), and catch-ups
+        #: cut short by CATCH_UP_LIMIT.
+        self.catch_up_messages = 0
+        self.catch_up_incomplete = 0
         self._flush_call: Any = None
         # (seq, size) of payloads some peer has not acked, oldest first.
         self._unacked: List[Tuple[int, int]] = []
@@ -393,16 +404,7 @@ class Mirror(TopologyListener):
         if timer is not None and timer.active():
             timer.cancel()
         self._down_since.pop(node_id, None)
-        # The new peer learns the channels (and pauses) of our mirrored
-        # topics; the others take these again as no-ops.
-        recorder = self.recorder
-        for topic in list(self.broker.topics.values()):
-            if topic.mirror is not None:
-                for channel in list(topic.channels.values()):
-                    if not channel.ephemeral:
-                        recorder.channel_changed(CHANNEL_OPS["create"], topic.name, channel.name)
-                        if channel.paused:
-                            recorder.channel_changed(CHANNEL_OPS["pause"], topic.name, channel.name)
+        self._catch_up()
         copy = self.copies.get(node_id)
         if copy is not None and copy.epoch != epoch:
             # The peer was restarted: what it held in memory is gone, and
@@ -417,6 +419,52 @@ class Mirror(TopologyListener):
                     peer=node_id,
                 )
         self._log.info("mirror: peer {peer} up", peer=node_id)
+
+    def _catch_up(self) -> None:
+        """
+        A peer came: send every mirrored topic's channels (created, paused)
+        and unfinished messages, each channel emptied first in the copies,
+        so that the new peer -- a restarted standby, or one back after the
+        route was down -- holds what this node holds.  The peers already
+        in step take the same again (their copies end up the same).
+        """
+        recorder = self.recorder
+        builder = recorder.builder
+        for topic in list(self.broker.topics.values()):
+            if topic.mirror is None:
+                continue
+            name = topic.name
+            for channel in list(topic.channels.values()):
+                if channel.ephemeral:
+                    continue
+                recorder.channel_changed(CHANNEL_OPS["create"], name, channel.name)
+                recorder.channel_changed(CHANNEL_OPS["empty"], name, channel.name)
+                if channel.paused:
+                    recorder.channel_changed(CHANNEL_OPS["pause"], name, channel.name)
+                messages, complete = channel_snapshot(channel)
+                self._send_chunks(name, channel.name, messages)
+                if not complete:
+                    self.catch_up_incomplete += 1
+            held, complete = topic_snapshot(topic)
+            self._send_chunks(name, "", held)
+            if not complete:
+                self.catch_up_incomplete += 1
+        if builder:
+            self.flush()
+
+    def _send_chunks(self, topic: str, channel: str, messages: List[bytes]) -> None:
+        """Record ``messages`` (of ``channel``, or of the topic), sent in payloads of FLUSH_SIZE."""
+        start = 0
+        size = 0
+        for index, data in enumerate(messages):
+            size += len(data)
+            if size >= FLUSH_SIZE:
+                self.recorder.handed_over(topic, channel, messages[start : index + 1])
+                self.flush()
+                start, size = index + 1, 0
+        if start < len(messages):
+            self.recorder.handed_over(topic, channel, messages[start:])
+        self.catch_up_messages += len(messages)
 
     def route_down(self, server_id: str) -> None:
         """A server has no route left: its copy fails over after the timeout."""
@@ -517,6 +565,8 @@ class Mirror(TopologyListener):
             "producers_waiting": len(self._waiting),
             "producers_held": self.producers_held,
             "decode_errors": self.decode_errors,
+            "catch_up_messages": self.catch_up_messages,
+            "catch_up_incomplete": self.catch_up_incomplete,
             "peers": [
                 {
                     "node_id": peer.node_id,

@@ -299,3 +299,56 @@ CHANNEL_OPS = {
 def recorder_of(topic: Any) -> Optional[MirrorRecorder]:
     """``topic``'s recorder when it is mirrored, else ``None``."""
     return getattr(topic, "mirror", None)
+
+
+#: The most messages of one channel (or topic) sent to a new peer.
+CATCH_UP_LIMIT = 200000
+
+
+def _drain_and_restore(queue: Any, limit: int) -> Tuple[List[bytes], bool]:
+    """
+    The messages in ``queue`` (an IBackendQueue), in order, read out and
+    put back (up to ``limit``: beyond it they stay where they are), and
+    whether that was all of them.
+    """
+    found: List[bytes] = []
+    depth = queue.depth()
+    take = min(depth, limit)
+    read = queue.read
+    for _ in range(take):
+        data = read()
+        if data is None:
+            break
+        found.append(data)
+    put = queue.put
+    for data in found:
+        put(data)
+    # What was not read (past the limit) is now ahead of what was put
+    # back: rotate it behind, so the order stays as it was.
+    for _ in range(depth - len(found)):
+        data = read()
+        if data is None:
+            break
+        put(data)
+    return found, depth <= limit
+
+
+def channel_snapshot(channel: Any, limit: int = CATCH_UP_LIMIT) -> Tuple[List[bytes], bool]:
+    """
+    A channel's unfinished messages: in flight, deferred (sent as due
+    now), then queued, in that order; and whether all of them fit in
+    ``limit``.
+    """
+    found = [entry.data for entry in channel._in_flight.values()]
+    found.extend(data for _, _, data in sorted(channel._deferred, key=lambda item: item[:2]))
+    queued, complete = _drain_and_restore(channel._queue, max(0, limit - len(found)))
+    found.extend(queued)
+    return found, complete and len(found) <= limit
+
+
+def topic_snapshot(topic: Any, limit: int = CATCH_UP_LIMIT) -> Tuple[List[bytes], bool]:
+    """The messages a topic holds itself (no channel yet, or paused), as :func:`channel_snapshot`."""
+    found = [data for data, _ in topic._backlog]
+    queued, complete = _drain_and_restore(topic._queue, max(0, limit - len(found)))
+    found.extend(queued)
+    return found, complete and len(found) <= limit
