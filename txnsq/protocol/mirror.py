@@ -8,7 +8,7 @@ A data payload (subject :data:`SUBJECT_DATA`) is a sequence number and a
 run of records, each::
 
     op (1 byte) | topic length (1) | topic | channel length (1) | channel
-    | count (4, big-endian) | count items, each length (4) + bytes
+    | count (4, big-endian) | count item lengths (4 each) | the items
 
 with these ops and items:
 
@@ -118,17 +118,20 @@ class RecordBuilder:
         for op, topic, channel, items in self._records:
             raw_topic = topic.encode("ascii")
             raw_channel = channel.encode("ascii")
+            count = len(items)
             append(
                 op
                 + bytes((len(raw_topic),))
                 + raw_topic
                 + bytes((len(raw_channel),))
                 + raw_channel
-                + _pack_len(len(items))
+                + _pack_len(count)
             )
-            for item in items:
-                append(_pack_len(len(item)))
-                append(item)
+            if count:
+                # Lengths together, then items together: two joins, no
+                # per-item pack.
+                append(struct.pack(">%dI" % count, *map(len, items)))
+                append(b"".join(items))
         self._records = []
         self._last = (b"", "", "")
         self.size = 0
@@ -162,15 +165,18 @@ def decode_records(payload: bytes) -> Tuple[int, List[Record]]:
             count = _unpack_len(payload, pos)[0]
             pos += 4
             items: List[bytes] = []
-            append = items.append
-            for _ in range(count):
-                length = _unpack_len(payload, pos)[0]
-                pos += 4
-                stop = pos + length
-                if stop > end:
+            if count:
+                if pos + 4 * count > end:
+                    raise MirrorDecodeError("mirror item lengths past the end of the payload")
+                lengths = struct.unpack_from(">%dI" % count, payload, pos)
+                pos += 4 * count
+                if pos + sum(lengths) > end:
                     raise MirrorDecodeError("mirror item past the end of the payload")
-                append(payload[pos:stop])
-                pos = stop
+                append = items.append
+                for length in lengths:
+                    stop = pos + length
+                    append(payload[pos:stop])
+                    pos = stop
             records.append((op, topic, channel, items))
     except (IndexError, struct.error, UnicodeDecodeError) as error:
         raise MirrorDecodeError("truncated mirror payload (%s)" % (error,))
