@@ -543,6 +543,7 @@ class Mirror(TopologyListener):
             "standby_messages": held,
             "peers": sorted(live_ids),
             "ack": "sync" if self.sync else "async",
+            "lag_bytes": self.lag_bytes,
         }
 
     def stats(self) -> Dict[str, Any]:
