@@ -465,6 +465,22 @@ class TopicTests(HTTPTestCase):
         self.assertError(self.post("/topic/unpause?topic=x"), 404, "TOPIC_NOT_FOUND")
 
 
+    def test_mirror(self) -> None:
+        """POST /topic/mirror mirrors the named topic (created); without routes it is 403 MIRROR_DISABLED."""
+        self.assertError(self.post("/topic/mirror?topic=t"), 403, "MIRROR_DISABLED")
+        named: List[str] = []
+
+        class FakeMirror:
+            def mirror_topic(self, name: str) -> None:
+                named.append(name)
+
+        self.api.mirror = FakeMirror()
+        self.assertEmpty(self.post("/topic/mirror?topic=t"))
+        self.assertEqual(named, ["t"])
+        self.assertError(self.post("/topic/mirror?topic=bad!"), 400, "INVALID_TOPIC")
+        self.assertError(self.post("/topic/mirror"), 400, "MISSING_ARG_TOPIC")
+
+
 class ChannelTests(HTTPTestCase):
     """POST /channel/{create,delete,empty,pause,unpause}."""
 
