@@ -99,7 +99,7 @@ class MirrorTestCase(SynchronousTestCase):
     def copy_of_a(self, topic: str = "mt", channel: str = "c") -> List[bytes]:
         """The bodies b keeps for a's ``topic:channel``, in order."""
         copy = self.b.mirror.copies["node-a"].topics[topic]
-        return [decode(data).body for data, _ in copy.channels[channel].values()]
+        return [decode(data).body for data in copy.channels[channel].values()]
 
 
 class CopyTests(MirrorTestCase):
@@ -397,5 +397,5 @@ class CatchUpTests(MirrorTestCase):
         self.clock.advance(1)
         self.connect()
         copy = self.b.mirror.copies["node-a"].topics["mt"]
-        self.assertEqual([decode(data).body for data, _ in copy.held.values()], [b"held"])
+        self.assertEqual([decode(data).body for data in copy.held.values()], [b"held"])
         self.assertEqual(topic.depth(), 1)

@@ -15,6 +15,7 @@ from txnsq.nsqd.mirror import MirrorRecorder, TopicCopy, channel_snapshot, topic
 from txnsq.protocol.message import encode_message
 from txnsq.protocol.mirror import (
     OP_CHANNEL_CREATE,
+    OP_CHANNEL_EMPTY,
     OP_CHANNEL_PAUSE,
     OP_DEFERRED,
     OP_MESSAGES,
@@ -89,9 +90,9 @@ class TopicCopyTests(SynchronousTestCase):
         copy.apply(OP_MESSAGES, "", [message(1), message(2)])
         copy.apply(OP_REQ, "c", [encode_delay_item(3000, b"%016d" % (1,))])
         self.assertEqual(
-            [(decode(d).body, delay) for d, delay in copy.channels["c"].values()],
-            [(b"body2", 0), (b"body1", 3000)],
+            [decode(d).body for d in copy.channels["c"].values()], [b"body2", b"body1"]
         )
+        self.assertEqual(copy.delays, {("c", b"%016d" % (1,)): 3000})
 
     def test_take_over(self) -> None:
         """Taken over: messages go to the broker's channels (deferred ones deferred), pauses kept."""
@@ -107,6 +108,15 @@ class TopicCopyTests(SynchronousTestCase):
         self.assertEqual((topic.channels["c"].depth(), topic.channels["c"].deferred_count), (1, 1))
         self.assertTrue(topic.channels["p"].paused)
         self.assertEqual(copy.count(), 0)
+
+    def test_delays_follow_channels(self) -> None:
+        """A held deferred message's delay goes with it to the first channel; FIN and empty drop delays."""
+        copy = TopicCopy("t")
+        copy.apply(OP_DEFERRED, "", [encode_delay_item(5000, message(1))])
+        copy.apply(OP_CHANNEL_CREATE, "c", [])
+        self.assertEqual(copy.delays, {("c", b"%016d" % (1,)): 5000})
+        copy.apply(OP_CHANNEL_EMPTY, "c", [])
+        self.assertEqual((copy.delays, copy.channels["c"]), ({}, {}))
 
     def test_take_over_held(self) -> None:
         """Messages held by the topic (no channel) stay held by the broker's topic."""

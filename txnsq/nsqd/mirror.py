@@ -123,22 +123,21 @@ class MirrorRecorder:
             self._added(was_empty)
 
 
-# The copy of one message: (encoded message, delay in ms when deferred).
-_Entry = Tuple[bytes, int]
-
-
 class TopicCopy:
     """
     A standby's copy of one topic of another node: the messages not yet
-    finished there, per channel (a dict keeps their order), and those
-    held by the topic itself (no channel yet).
+    finished there, per channel (id -> encoded message; a dict keeps
+    their order), and those held by the topic itself (no channel yet).
+    Delays (DPUB, REQ) are kept apart, by ``(channel, id)`` (``""`` for
+    the topic's own), as few messages have one.
     """
 
     def __init__(self, name: str) -> None:
         self.name = name
-        self.held: Dict[bytes, _Entry] = {}
-        self.channels: Dict[str, Dict[bytes, _Entry]] = {}
+        self.held: Dict[bytes, bytes] = {}
+        self.channels: Dict[str, Dict[bytes, bytes]] = {}
         self.paused: Dict[str, bool] = {}
+        self.delays: Dict[Tuple[str, bytes], int] = {}
 
     def count(self) -> int:
         """Messages held in the copy (a message in two channels counts twice)."""
@@ -147,57 +146,87 @@ class TopicCopy:
     def apply(self, op: bytes, channel: str, items: List[bytes]) -> None:
         """Apply one record."""
         if op == OP_MESSAGES:
-            entries = [(data[10:26], (data, 0)) for data in items]
             if channel:
                 # Messages of one channel only (a copy taken over, sent on).
-                self.channels.setdefault(channel, {}).update(entries)
+                messages = self.channels.get(channel)
+                if messages is None:
+                    messages = self.channels[channel] = {}
+                messages.update(zip([data[10:26] for data in items], items))
             else:
-                self._add(entries)
+                self._add(items, None)
         elif op == OP_FIN:
             messages = self.channels.get(channel)
             if messages is not None:
                 pop = messages.pop
                 for msg_id in items:
                     pop(msg_id, None)
+                delays = self.delays
+                if delays:
+                    for msg_id in items:
+                        delays.pop((channel, msg_id), None)
         elif op == OP_DEFERRED:
-            entries = []
-            for item in items:
-                delay_ms, data = decode_delay_item(item)
-                entries.append((data[10:26], (data, delay_ms)))
-            self._add(entries)
+            found = [decode_delay_item(item) for item in items]
+            self._add([data for _, data in found], [delay for delay, _ in found])
         elif op == OP_REQ:
             messages = self.channels.get(channel)
             if messages is not None:
                 for item in items:
                     delay_ms, msg_id = decode_delay_item(item)
-                    entry = messages.pop(msg_id, None)
-                    if entry is not None:
+                    data = messages.pop(msg_id, None)
+                    if data is not None:
                         # Back at the end of the queue, as on the node.
-                        messages[msg_id] = (entry[0], delay_ms)
+                        messages[msg_id] = data
+                        if delay_ms > 0:
+                            self.delays[(channel, msg_id)] = delay_ms
+                        else:
+                            self.delays.pop((channel, msg_id), None)
         elif op == OP_CHANNEL_CREATE:
             if channel not in self.channels:
                 first = not self.channels
                 self.channels[channel] = self.held if first else {}
                 if first:
                     self.held = {}
-        elif op == OP_CHANNEL_DELETE:
-            self.channels.pop(channel, None)
-            self.paused.pop(channel, None)
-        elif op == OP_CHANNEL_EMPTY:
+                    self._rename_delays("", channel)
+        elif op == OP_CHANNEL_DELETE or op == OP_CHANNEL_EMPTY:
             if channel in self.channels:
-                self.channels[channel] = {}
+                if op == OP_CHANNEL_DELETE:
+                    del self.channels[channel]
+                    self.paused.pop(channel, None)
+                else:
+                    self.channels[channel] = {}
+                self._rename_delays(channel, None)
         elif op == OP_CHANNEL_PAUSE:
             self.paused[channel] = True
         elif op == OP_CHANNEL_UNPAUSE:
             self.paused.pop(channel, None)
 
-    def _add(self, entries: List[Tuple[bytes, _Entry]]) -> None:
-        channels = self.channels
-        if not channels:
-            self.held.update(entries)
+    def _rename_delays(self, old: str, new: Optional[str]) -> None:
+        """Move ``old``'s delays to ``new`` (``None``: drop them)."""
+        delays = self.delays
+        if not delays:
             return
-        for messages in channels.values():
-            messages.update(entries)
+        moved = [key for key in delays if key[0] == old]
+        for key in moved:
+            delay = delays.pop(key)
+            if new is not None:
+                delays[(new, key[1])] = delay
+
+    def _add(self, items: List[bytes], delays: Optional[List[int]]) -> None:
+        ids = [data[10:26] for data in items]
+        pairs = dict(zip(ids, items))
+        channels = self.channels
+        if channels:
+            for messages in channels.values():
+                messages.update(pairs)
+            names: List[str] = list(channels)
+        else:
+            self.held.update(pairs)
+            names = [""]
+        if delays is not None:
+            for name in names:
+                for msg_id, delay in zip(ids, delays):
+                    if delay > 0:
+                        self.delays[(name, msg_id)] = delay
 
     def take_over(self, broker: Any) -> int:
         """
@@ -208,27 +237,31 @@ class TopicCopy:
         """
         topic = broker.get_topic(self.name)
         recorder = topic.mirror
+        delays = self.delays
         moved = 0
         for name, messages in self.channels.items():
             channel = topic.get_channel(name)
             if self.paused.get(name) and not channel.paused:
                 channel.pause()
-            for data, delay_ms in messages.values():
+            for msg_id, data in messages.items():
+                delay_ms = delays.get((name, msg_id), 0) if delays else 0
                 if delay_ms > 0:
                     channel.put_deferred(data, delay_ms / 1000.0)
                 else:
                     channel.put(data)
                 moved += 1
             if recorder is not None and messages:
-                recorder.handed_over(self.name, name, [data for data, _ in messages.values()])
-        held = list(self.held.values())
-        for data, delay_ms in held:
+                recorder.handed_over(self.name, name, list(messages.values()))
+        held = list(self.held.items())
+        for msg_id, data in held:
+            delay_ms = delays.get(("", msg_id), 0) if delays else 0
             topic.put_encoded(data, delay_ms / 1000.0)
             moved += 1
         if recorder is not None and held:
-            recorder.published_many(self.name, [data for data, _ in held])
+            recorder.published_many(self.name, [data for _, data in held])
         self.channels = {}
         self.held = {}
+        self.delays = {}
         return moved
 
 
