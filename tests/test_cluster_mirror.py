@@ -399,3 +399,10 @@ class CatchUpTests(MirrorTestCase):
         copy = self.b.mirror.copies["node-a"].topics["mt"]
         self.assertEqual([decode(data).body for data in copy.held.values()], [b"held"])
         self.assertEqual(topic.depth(), 1)
+
+    def test_unwritable(self) -> None:
+        """An id that cannot be kept is still made (and the failure logged)."""
+        path = self.mktemp()
+        node_id = load_node_id(path)  # the directory does not exist
+        self.assertTrue(node_id)
+        self.assertEqual(len(self.flushLoggedErrors()), 0)

@@ -76,7 +76,10 @@ def _random_id() -> str:
 
 
 def load_node_id(data_path: str) -> str:
-    """This node's mirror id: read from ``data_path``, made and kept there if new."""
+    """
+    This node's mirror id: read from ``data_path``, made and kept there if
+    new (a new one each start when it cannot be written there).
+    """
     path = os.path.join(data_path or ".", NODE_ID_FILE)
     try:
         with open(path) as stream:
@@ -86,9 +89,16 @@ def load_node_id(data_path: str) -> str:
     except OSError:
         pass
     node_id = _random_id()
-    with open(path + ".tmp", "w") as stream:
-        stream.write(node_id + "\n")
-    os.replace(path + ".tmp", path)
+    try:
+        with open(path + ".tmp", "w") as stream:
+            stream.write(node_id + "\n")
+        os.replace(path + ".tmp", path)
+    except OSError as error:
+        # Mirroring still works; a restart will look like a new node
+        # (its standbys take over at once rather than at its return).
+        Logger().warn(
+            "mirror: cannot keep the node id in {path}: {error}", path=path, error=error
+        )
     return node_id
 
 
