@@ -406,3 +406,17 @@ class CatchUpTests(MirrorTestCase):
         node_id = load_node_id(path)  # the directory does not exist
         self.assertTrue(node_id)
         self.assertEqual(len(self.flushLoggedErrors()), 0)
+
+
+class TopicEmptyTests(MirrorTestCase):
+    """Emptying a mirrored topic."""
+
+    def test_topic_empty(self) -> None:
+        """What the topic held itself is dropped from b's copy too."""
+        topic = self.a.broker.get_topic("mt")
+        topic.publish(b"held")
+        topic.empty()
+        topic.get_channel("c")
+        topic.publish(b"after")
+        self.pump()
+        self.assertEqual(self.copy_of_a(), [b"after"])

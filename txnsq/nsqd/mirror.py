@@ -187,6 +187,10 @@ class TopicCopy:
                 if first:
                     self.held = {}
                     self._rename_delays("", channel)
+        elif op == OP_CHANNEL_EMPTY and not channel:
+            # The topic emptied: what it held itself (channels keep theirs).
+            self.held = {}
+            self._rename_delays("", None)
         elif op == OP_CHANNEL_DELETE or op == OP_CHANNEL_EMPTY:
             if channel in self.channels:
                 if op == OP_CHANNEL_DELETE:

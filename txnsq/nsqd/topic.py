@@ -414,6 +414,11 @@ class Topic:
         """Drop the messages held by the topic (channels keep theirs)."""
         self._queue.empty()
         self._backlog = []
+        if self.mirror is not None:
+            from txnsq.nsqd.mirror import CHANNEL_OPS
+
+            # Channel "": the topic's own messages, in the peers' copies.
+            self.mirror.channel_changed(CHANNEL_OPS["empty"], self.name, "")
 
     def close(self) -> None:
         """
