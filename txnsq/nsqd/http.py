@@ -34,6 +34,7 @@ import socket
 from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Optional, Tuple
 
 from klein import Klein
+from twisted.internet.defer import Deferred
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 from twisted.web.iweb import IRequest
@@ -252,8 +253,22 @@ class NSQDHTTPAPI(GoRouter, PprofHandlers):
         )
         return {"mirror": {"node_id": mirror.node_id, "standby_topics": standby}}
 
+    def _after_mirror(self, topic: Any, answer: str) -> Any:
+        """
+        ``answer`` now, or -- a mirrored topic whose peers must have the
+        publish first (``--mirror-ack=sync``, or a lagging peer) -- a
+        Deferred firing with it once they have.
+        """
+        gate = self.broker.mirror_gate
+        if topic.mirror is None or gate is None:
+            return answer
+        waiter = _MirrorWaiter()
+        if not gate(waiter):
+            return answer
+        return waiter.done.addCallback(lambda _: answer)
+
     @go_route(app, "POST", "/pub", logged=False, routes=ROUTES)
-    def pub(self, request: IRequest) -> str:
+    def pub(self, request: IRequest) -> Any:
         """
         Publish the body to ``?topic=`` (created if need be), ``defer``
         milliseconds later when given.
@@ -285,10 +300,10 @@ class NSQDHTTPAPI(GoRouter, PprofHandlers):
         except PublishError:
             raise APIError(503, "EXITING")
         self._commit()
-        return "OK"
+        return self._after_mirror(topic, "OK")
 
     @go_route(app, "POST", "/mpub", logged=False, routes=ROUTES)
-    def mpub(self, request: IRequest) -> str:
+    def mpub(self, request: IRequest) -> Any:
         """
         Publish several messages to ``?topic=``, all or none: one per line,
         or the MPUB binary format with ``binary=true``.
@@ -319,7 +334,7 @@ class NSQDHTTPAPI(GoRouter, PprofHandlers):
         except PublishError:
             raise APIError(503, "EXITING")
         self._commit()
-        return "OK"
+        return self._after_mirror(topic, "OK")
 
     @go_route(app, "GET", "/stats", routes=ROUTES)
     def stats(self, request: IRequest) -> Any:
@@ -624,3 +639,17 @@ class NSQDHTTPAPI(GoRouter, PprofHandlers):
         """Go's ``debug.FreeOSMemory``: here a full garbage collection."""
         gc.collect()
         return ""
+
+
+class _MirrorWaiter:
+    """An HTTP publish waiting at the mirror gate (as a V2 connection does)."""
+
+    __slots__ = ("done",)
+
+    def __init__(self) -> None:
+        self.done: "Deferred[None]" = Deferred()
+
+    def mirror_release(self) -> None:
+        """The peers have the publish."""
+        if not self.done.called:
+            self.done.callback(None)
