@@ -148,6 +148,7 @@ class Mirror(TopologyListener):
         ack: str = "sync",
         failover_timeout: float = 10.0,
         max_lag_bytes: int = MAX_LAG_BYTES,
+        journal: Optional[Any] = None,
     ) -> None:
         self.broker = broker
         self.node = node
@@ -184,6 +185,8 @@ class Mirror(TopologyListener):
         self._head_cache: Dict[int, bytes] = {}
         self._known_topics: Dict[str, int] = {}
         self._mirrored: Dict[str, bool] = {}
+        #: Where copies are kept across restarts (a CopyJournal), or None.
+        self.journal = journal
 
     # -- life --------------------------------------------------------------------
 
@@ -196,6 +199,19 @@ class Mirror(TopologyListener):
         self.broker.mirror_gate = self.gate
         for topic in list(self.broker.topics.values()):
             self.topic_created(topic)
+        if self.journal is not None:
+            for copy in self.journal.load():
+                # Kept from before a restart: delivered if its node does
+                # not come back within the timeout.
+                self.copies[copy.node_id] = copy
+                self._timers[copy.node_id] = self.clock.callLater(
+                    self.failover_timeout, self._failover, copy.node_id
+                )
+                self._log.info(
+                    "mirror: kept copy of {peer}: {count} messages",
+                    peer=copy.node_id,
+                    count=copy.count(),
+                )
 
     def stop(self) -> None:
         """Undo :meth:`start`; pending failovers are cancelled."""
@@ -208,6 +224,8 @@ class Mirror(TopologyListener):
             if call.active():
                 call.cancel()
         self._timers.clear()
+        if self.journal is not None:
+            self.journal.close()
         call, self._flush_call = self._flush_call, None
         if call is not None and call.active():
             call.cancel()
@@ -350,8 +368,11 @@ class Mirror(TopologyListener):
             return count
         if batch.subject == SUBJECT_DATA:
             copy = self.copies.get(peer.node_id)
+            journal = self.journal
             if copy is None or copy.epoch != peer.epoch:
                 copy = self.copies[peer.node_id] = StandbyCopy(peer.node_id, peer.epoch)
+                if journal is not None:
+                    journal.started(copy)
             last = 0
             for payload in batch.payloads:
                 try:
@@ -363,6 +384,8 @@ class Mirror(TopologyListener):
                     )
                     continue
                 copy.apply(seq, records)
+                if journal is not None:
+                    journal.applied(copy, payload)
                 self.batches_applied += 1
                 last = seq
             topics = self.broker.topics
@@ -509,6 +532,8 @@ class Mirror(TopologyListener):
         if copy is None:
             return
         moved = copy.take_over(self.broker)
+        if self.journal is not None:
+            self.journal.discard(node_id)
         self.taken_over.append(
             {
                 "node_id": node_id,

@@ -110,6 +110,14 @@ class ClusterService(MultiService):
             options.nats_topics,
         )
         from txnsq.cluster.mirror import Mirror, load_node_id
+        from txnsq.cluster.mirror_journal import CopyJournal
+
+        # Copies survive a restart when the storage does.
+        journal = (
+            CopyJournal(options.data_path or ".")
+            if getattr(broker.storage, "durable", False)
+            else None
+        )
 
         #: Mirrored topics (docs/mirroring.md).
         self.mirror = Mirror(
@@ -120,6 +128,7 @@ class ClusterService(MultiService):
             options.mirror_topics,
             options.mirror_ack,
             options.mirror_failover_timeout,
+            journal=journal,
         )
         self.bridge.exclude = self.mirror.mirrored
         self.listener: Optional[ListeningService] = None
