@@ -61,6 +61,7 @@ class Node:
         os.makedirs(self.data_path)
         self.process: Optional[NSQDProcess] = None
         self.other: Optional["Node"] = None
+        self.storage = test.storage
 
     @property
     def tcp_address(self) -> str:
@@ -74,7 +75,7 @@ class Node:
                 "--tcp-address=" + self.tcp_address,
                 "--http-address=127.0.0.1:%d" % (self.http_port,),
                 "--broadcast-address=127.0.0.1",
-                "--storage=memory",
+                "--storage=" + self.storage,
                 "--data-path=" + self.data_path,
                 "--lookupd-tcp-address=127.0.0.1:%d" % (self.test.lookupd.tcp_port,),
                 "--cluster-name=mirror-test",
@@ -119,6 +120,8 @@ class MirrorTestCase(TestCase):
     """A lookupd, nodes ``a`` and ``b`` mirroring TOPIC, a consumer of both."""
 
     timeout = 120
+    #: Both nodes' ``--storage``.
+    storage = "memory"
 
     @inlineCallbacks
     def setUp(self) -> Any:  # type: ignore[override]
@@ -417,3 +420,45 @@ class StandbyKillTests(MirrorTestCase):
         self.assertEqual(held, 2000)
         self.assertEqual(b_view["topic"]["role"], "standby")
         self.assertEqual(self.received, [])
+
+
+class StandbyDiskTests(MirrorTestCase):
+    """A standby on disk storage keeps its copy across its own restart."""
+
+    storage = "disk"
+
+    @inlineCallbacks
+    def test_both_killed_standby_restarted(self) -> Generator[Any, Any, None]:
+        """
+        With nothing consumed, 2,000 messages published to a; b and then a
+        SIGKILLed; b restarted alone reads its copy back and, a staying
+        away, delivers every acknowledged message after the timeout.
+        """
+        yield self.consumer.close()
+        self.received.clear()
+        yield self.publish_steadily(self.a, "kept", 2000)
+        yield self.b.kill()
+        yield self.a.kill()
+        yield self.b.start()
+        yield self.taken_over_by(self.b)
+        consumer = Consumer(
+            TOPIC,
+            CHANNEL,
+            self.handler,
+            lookupd_http_addresses=["127.0.0.1:%d" % (self.lookupd.http_port,)],
+            lookupd_poll_interval=POLL_INTERVAL,
+            max_in_flight=MAX_IN_FLIGHT,
+            reactor=self.reactor,
+        )
+        consumer.start()
+        self.addCleanup(consumer.close)
+        # The warm-up message was consumed before: not expected again.
+        self.acked.discard(b"warm-up")
+        yield self.all_received(30.0)
+        b_view = yield self.b.mirror()
+        self.taken_over = sum(done["messages"] for done in b_view["taken_over"])
+        found = self.figures("both killed, standby restarted on disk storage")
+        self.assertEqual(found["lost"], 0)
+        self.assertEqual(found["acknowledged"], 2000)
+        self.assertEqual(found["duplicates"], 0)
+        yield consumer.close()
