@@ -465,6 +465,40 @@ class TopicTests(HTTPTestCase):
         self.assertError(self.post("/topic/unpause?topic=x"), 404, "TOPIC_NOT_FOUND")
 
 
+    def test_mirror(self) -> None:
+        """POST /topic/mirror mirrors the named topic (created); without routes it is 403 MIRROR_DISABLED."""
+        self.assertError(self.post("/topic/mirror?topic=t"), 403, "MIRROR_DISABLED")
+        named: List[str] = []
+
+        class FakeMirror:
+            def mirror_topic(self, name: str) -> None:
+                named.append(name)
+
+        self.api.mirror = FakeMirror()
+        self.assertEmpty(self.post("/topic/mirror?topic=t"))
+        self.assertEqual(named, ["t"])
+        self.assertError(self.post("/topic/mirror?topic=bad!"), 400, "INVALID_TOPIC")
+        self.assertError(self.post("/topic/mirror"), 400, "MISSING_ARG_TOPIC")
+
+
+    def test_pub_waits_for_mirror(self) -> None:
+        """/pub and /mpub to a mirrored topic answer OK once the mirror gate releases them."""
+        from txnsq.nsqd.mirror import MirrorRecorder
+
+        held: List[Any] = []
+        self.broker.mirror_gate = lambda waiter: held.append(waiter) or True
+        self.broker.get_topic("m").mirror = MirrorRecorder(lambda: None, lambda: None)
+        for path in ("/pub?topic=m", "/mpub?topic=m"):
+            answered = self.client.request("POST", "http://nsqd" + path, data=b"x")
+            self.client.flush()
+            self.assertNoResult(answered)
+            held.pop().mirror_release()
+            self.client.flush()
+            response = self.successResultOf(answered)
+            self.assertEqual(self.successResultOf(response.content()), b"OK")
+        self.assertOK(self.post("/pub?topic=plain", b"x"))
+
+
 class ChannelTests(HTTPTestCase):
     """POST /channel/{create,delete,empty,pause,unpause}."""
 

@@ -205,3 +205,35 @@ class PageTests(SynchronousTestCase):
         self.assertEqual(code, 400)
         self.assertNotIn("Traceback", html)
         self.assertEqual(len(self.flushLoggedErrors(UnicodeDecodeError)), 1)
+
+
+class MirrorMarkingTests(SynchronousTestCase):
+    """The topic page marks each nsqd's role for a mirrored topic."""
+
+    def test_roles_and_lag(self) -> None:
+        """Primary and standby (with its copies) are marked; a lagging peer is a warning."""
+        fake = FakeCluster().standard()
+        primary = nsqd_stats(5, 100)
+        primary["topics"][0]["mirror"] = {
+            "role": "primary", "standby_messages": 0, "peers": ["b"], "ack": "async",
+            "lag_bytes": 5 << 20,
+        }
+        standby = nsqd_stats(0, 0)
+        standby["topics"][0]["mirror"] = {
+            "role": "standby", "standby_messages": 42, "peers": ["a"], "ack": "async", "lag_bytes": 0,
+        }
+        fake.answers["http://%s/stats" % NSQD_A] = primary
+        fake.answers["http://%s/stats" % NSQD_B] = standby
+        admin = AdminHarness(fake)
+        code, _, raw = admin.call("GET", "/topics/orders")
+        html = raw.decode("utf-8")
+        self.assertEqual(code, 200)
+        self.assertIn("mirror: primary</span>", html)
+        self.assertIn("mirror: standby (42 copies)</span>", html)
+        self.assertIn("standby lags 5242880 bytes", html)
+
+    def test_unmirrored_unmarked(self) -> None:
+        """A topic without the field has no marking."""
+        admin = AdminHarness(FakeCluster().standard())
+        _, _, raw = admin.call("GET", "/topics/orders")
+        self.assertNotIn(b"mirror:", raw)

@@ -108,6 +108,9 @@ GO_FLAG_NAMES = [
     "nats-subject-prefix",
     "nats-account",
     "nats-topics",
+    "mirror-topics",
+    "mirror-ack",
+    "mirror-failover-timeout",
 ]
 
 
@@ -190,6 +193,9 @@ class DefaultsTests(SynchronousTestCase):
             "nats_subject_prefix": "nsq.",
             "nats_account": "$G",
             "nats_topics": "",
+            "mirror_topics": "",
+            "mirror_ack": "sync",
+            "mirror_failover_timeout": 10.0,
             "client_timeout": 60.0,
             "queue_scan_interval": 0.1,
             "queue_scan_refresh_interval": 5.0,

@@ -1230,3 +1230,54 @@ class BarrierTests(ProtocolTestCase):
         """A broker on other storage has no barrier."""
         self.make_broker()
         self.assertIsNone(self.broker.barrier)
+
+
+class MirrorGateTests(ProtocolTestCase):
+    """A publish to a mirrored topic asks the broker's mirror gate before its OK leaves."""
+
+    def setUp(self) -> None:
+        ProtocolTestCase.setUp(self)
+        self.held: List[Any] = []
+        self.broker.mirror_gate = self.gate
+        self.hold = True
+        from txnsq.nsqd.mirror import MirrorRecorder
+
+        self.broker.get_topic("m").mirror = MirrorRecorder(lambda: None, lambda: None)
+
+    def gate(self, connection: Any) -> bool:
+        if self.hold:
+            self.held.append(connection)
+        return self.hold
+
+    def test_ok_held_until_release(self) -> None:
+        """The OKs of PUB, MPUB and DPUB wait for the release; reading pauses meanwhile."""
+        producer = self.connect()
+        producer.send(pub(b"m", b"x") + mpub(b"m", [b"a", b"b"]))
+        self.assertEqual(producer.raw(), b"")
+        self.assertEqual(producer.transport.producerState, "paused")
+        self.assertEqual(len(self.held), 1)
+        self.held[0].mirror_release()
+        self.assertEqual(producer.raw(), OK * 2)
+        self.assertEqual(producer.transport.producerState, "producing")
+
+    def test_other_topics_not_gated(self) -> None:
+        """A publish to a topic that is not mirrored is answered at once."""
+        producer = self.connect()
+        producer.send(pub(b"plain", b"x"))
+        self.assertEqual(producer.raw(), OK)
+        self.assertEqual(self.held, [])
+
+    def test_gate_lets_go(self) -> None:
+        """A gate answering False (nothing pending, async mode) lets the OK go at once."""
+        self.hold = False
+        producer = self.connect()
+        producer.send(pub(b"m", b"x"))
+        self.assertEqual(producer.raw(), OK)
+
+    def test_release_after_close(self) -> None:
+        """A release after the connection closed writes nothing."""
+        producer = self.connect()
+        producer.send(pub(b"m", b"x"))
+        producer.lose()
+        self.held[0].mirror_release()
+        self.assertEqual(producer.raw(), b"")

@@ -17,7 +17,7 @@ NSQ topics as NATS subjects, over a :class:`~txnsq.cluster.node.RouteNode`.
 from __future__ import annotations
 
 import re
-from typing import Any, List, Optional, Set
+from typing import Any, Callable, List, Optional, Set
 
 from twisted.logger import Logger
 
@@ -59,6 +59,8 @@ class NatsBridge:
         self.to_nats = 0
         self.invalid = 0
         self._subscription: Optional[Any] = None
+        #: ``exclude(topic_name)``: topics never bridged (mirrored ones).
+        self.exclude: Optional[Callable[[str], bool]] = None
 
     def start(self) -> None:
         """Want ``<prefix>>`` and watch NSQ publishes."""
@@ -77,7 +79,13 @@ class NatsBridge:
                 self.broker.publish_taps.remove(self._from_nsq)
 
     def bridged(self, topic_name: str) -> bool:
-        """``topic_name`` is bridged (``--nats-topics``)."""
+        """
+        ``topic_name`` is bridged (``--nats-topics``).  A mirrored topic
+        (:attr:`exclude`) is not: its txnsq peers get it as a mirror.
+        """
+        exclude = self.exclude
+        if exclude is not None and exclude(topic_name):
+            return False
         found = self._bridged.get(topic_name)
         if found is None:
             pattern = self._pattern

@@ -214,6 +214,14 @@ class RouteNode:
         self._dispatch: Dict[Tuple[str, str], Tuple[Subscription, ...]] = {}
         self._turn = 0
         self._flush_waiters: Dict[RouteProtocol, List["Deferred[None]"]] = {}
+        #: Extra INFO fields txnsq peers negotiate (nats-server ignores them).
+        self.info_extra: Dict[str, Any] = {}
+        #: Told ``route_up(route)`` when a server's route is the one sent
+        #: on, and ``route_down(server_id)`` when the server has none left.
+        self.observers: List[Any] = []
+        #: Messages on txnsq's internal subjects (``$NSQ.``) go here, never
+        #: to subscriptions; ``None``: they are dropped.
+        self.internal_handler: Optional[Handler] = None
 
     # -- life ------------------------------------------------------------------
 
@@ -279,6 +287,7 @@ class RouteNode:
         if self.tls:
             fields["tls_required"] = True
             fields["tls_verify"] = True
+        fields.update(self.info_extra)
         return fields
 
     def connect_fields(self) -> Dict[str, Any]:
@@ -516,6 +525,8 @@ class RouteNode:
         if server_id not in self.routes:
             self.routes[server_id] = route
             self._plans.clear()
+            for observer in self.observers:
+                observer.route_up(route)
         host, port = route.peer_info.get("host"), route.peer_info.get("port")
         for dialer in self._dialers.values():
             if dialer.host == host and dialer.port == port:
@@ -538,6 +549,12 @@ class RouteNode:
                 if other.server_id == server_id and other.state == ROUTED:
                     self.routes[server_id] = other
                     break
+            replacement = self.routes.get(server_id)
+            for observer in self.observers:
+                if replacement is None:
+                    observer.route_down(server_id)
+                else:
+                    observer.route_up(replacement)
         if was_routed:
             self._log.info("NATS route {route}: down", route=route.describe())
         still = server_id is not None and server_id in self.routes
@@ -587,6 +604,12 @@ class RouteNode:
         subscription refusing one stops there, and the others, which took
         it, will be given it again.
         """
+        if batch.subject.startswith("$NSQ."):
+            internal = self.internal_handler
+            if internal is None:
+                self.messages_dropped += len(batch.payloads)
+                return len(batch.payloads)
+            return internal(route, batch)
         key = (batch.account, batch.subject)
         targets = self._dispatch.get(key)
         if targets is None:

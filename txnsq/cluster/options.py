@@ -94,6 +94,27 @@ def cluster_flags(o: Any) -> List[Flag]:
             o.nats_topics,
             "regular expression: NSQ topics bridged to NATS (txnsq; empty: all)",
         ),
+        Flag(
+            "mirror-topics",
+            STRING,
+            o.mirror_topics,
+            "regular expression: topics mirrored to the txnsq nodes routed to "
+            "this one (txnsq; see docs/mirroring.md)",
+        ),
+        Flag(
+            "mirror-ack",
+            STRING,
+            o.mirror_ack,
+            "when a publish to a mirrored topic is answered: sync (after the "
+            "standby nodes have it) or async (at once) (txnsq)",
+        ),
+        Flag(
+            "mirror-failover-timeout",
+            DURATION,
+            o.mirror_failover_timeout,
+            "how long a node's route may be down before its mirrored messages "
+            "are delivered by its standby (txnsq)",
+        ),
     ]
 
 
@@ -144,6 +165,17 @@ def validate_cluster_options(o: Any) -> None:
         raise ValueError("--nats-account must be a NATS account name")
     if any(c in o.nats_subject_prefix for c in " \t\r\n*>"):
         raise ValueError("--nats-subject-prefix must not contain spaces or wildcards")
+    if o.mirror_ack not in ("sync", "async"):
+        raise ValueError("--mirror-ack must be sync or async (%r)" % (o.mirror_ack,))
+    if o.mirror_failover_timeout <= 0:
+        raise ValueError("--mirror-failover-timeout must be positive")
+    if o.mirror_topics:
+        if not (o.cluster_address or o.routes):
+            raise ValueError("--mirror-topics needs --cluster-address or --routes")
+        try:
+            re.compile(o.mirror_topics)
+        except re.error as e:
+            raise ValueError("--mirror-topics is not a valid regular expression: %s" % (e,))
     if o.nats_topics:
         try:
             re.compile(o.nats_topics)

@@ -136,6 +136,28 @@ class ClusterService(MultiService):
             options.nats_account,
             options.nats_topics,
         )
+        from txnsq.cluster.mirror import Mirror, load_node_id
+        from txnsq.cluster.mirror_journal import CopyJournal
+
+        # Copies survive a restart when the storage does.
+        journal = (
+            CopyJournal(options.data_path or ".")
+            if getattr(broker.storage, "durable", False)
+            else None
+        )
+
+        #: Mirrored topics (docs/mirroring.md).
+        self.mirror = Mirror(
+            broker,
+            self.node,
+            reactor,
+            load_node_id(options.data_path),
+            options.mirror_topics,
+            options.mirror_ack,
+            options.mirror_failover_timeout,
+            journal=journal,
+        )
+        self.bridge.exclude = self.mirror.mirrored
         self.listener: Optional[ListeningService] = None
         if options.cluster_address:
             from txnsq.nsqd.options import listen_endpoint_description
@@ -165,6 +187,7 @@ class ClusterService(MultiService):
     def startService(self) -> None:
         """Listen, then advertise the bound address and dial the routes."""
         MultiService.startService(self)
+        self.mirror.start()
         self.bridge.start()
         if self.listener is None:
             self._advertise_and_dial(None)
@@ -190,6 +213,7 @@ class ClusterService(MultiService):
     def stopService(self) -> "Deferred[None]":
         """Close the routes and stop listening."""
         self.bridge.stop()
+        self.mirror.stop()
         self.node.stop()
         stopped = MultiService.stopService(self)
         return stopped if stopped is not None else succeed(None)  # type: ignore[return-value]
@@ -202,4 +226,5 @@ class ClusterService(MultiService):
         """The ``cluster`` section of /stats."""
         found = self.node.stats()
         found["nats_bridge"] = self.bridge.stats()
+        found["mirror"] = self.mirror.stats()
         return found

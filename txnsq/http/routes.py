@@ -21,6 +21,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 from urllib.parse import quote, unquote_to_bytes
 
 from klein import Klein
+from twisted.internet.defer import Deferred
 from twisted.web.iweb import IRequest
 
 from txnsq.http.api import HTML_CONTENT_TYPE, APIBase, raw_query
@@ -303,6 +304,14 @@ class GoRouter(APIBase):
         except Exception:
             self._log.failure("panic in HTTP handler {route}", route=route)
             return self._respond_v1(request, 500, "INTERNAL_ERROR")
+        if isinstance(data, Deferred):
+            # A handler answering later (a publish to a mirrored topic).
+            def answered(value: Any) -> Any:
+                if route.logged:
+                    self._log_request(request, 200, started)
+                return self._render(request, route, 200, value)
+
+            return data.addCallback(answered)
         if route.logged:
             self._log_request(request, 200, started)
         return self._render(request, route, 200, data)

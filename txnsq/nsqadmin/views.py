@@ -236,6 +236,37 @@ def _num_cells(record: Dict[str, Any], keys: Sequence[str], default: Any = None)
     return [el("td", {"class_": "num"}, _num(record.get(key, default))) for key in keys]
 
 
+#: Unacked bytes to a mirrored topic's peers past which the topic page warns.
+MIRROR_LAG_WARNING = 1 << 20
+
+
+def _mirror_badge(mirror: Any) -> Optional[Safe]:
+    """
+    A mirrored topic's role on one nsqd (txnsq's ``mirror`` field of its
+    topic stats): primary, standby (with the copies it holds), active
+    after a takeover; a warning when its peers lag.
+    """
+    if not isinstance(mirror, dict):
+        return None
+    role = str(mirror.get("role", ""))
+    text = "mirror: " + role
+    if role == "standby":
+        text += " (%s copies)" % (_int_text(mirror.get("standby_messages")),)
+    if not mirror.get("peers"):
+        text += ", no peer"
+    badges = [el("span", {"class_": "badge mirror-role"}, text)]
+    lag = mirror.get("lag_bytes")
+    if isinstance(lag, int) and lag > MIRROR_LAG_WARNING:
+        badges.append(
+            el("span", {"class_": "badge warning mirror-lag"}, "standby lags %s bytes" % (lag,))
+        )
+    return join(*badges)
+
+
+def _int_text(value: Any) -> str:
+    return str(value) if isinstance(value, int) else "?"
+
+
 def _paused_badge(paused: Any) -> Optional[Safe]:
     return el("span", {"class_": "badge"}, "paused") if paused else None
 
@@ -469,7 +500,7 @@ def topic_page(page: Page, topic: str, total: Dict[str, Any], errors: Sequence[N
                 ),
                 el("td", {"class_": "num depth"}, _num(node["depth"])),
                 *_num_cells(node, ("memory_depth", "backend_depth", "message_count")),
-                el("td", None, "paused" if node["paused"] else ""),
+                el("td", None, "paused" if node["paused"] else "", _mirror_badge(node.get("mirror"))),
                 el("td", None, tombstone),
             )
         )

@@ -411,6 +411,9 @@ class Channel:
         flight = self._flight
         if flight is not None:
             flight.release(msg_id)
+        mirror = self.topic.mirror
+        if mirror is not None:
+            mirror.finished(self.topic_name, self.name, msg_id)
         latency = self.e2e_latency
         if latency is not None:
             latency.insert(message_timestamp(entry.data))
@@ -446,6 +449,9 @@ class Channel:
         max_delay = self.options.max_req_timeout
         if delay > max_delay:
             delay = max_delay
+        mirror = self.topic.mirror
+        if mirror is not None:
+            mirror.requeued(self.topic_name, self.name, msg_id, delay)
         if delay > 0:
             self._defer(data, delay)
         else:
@@ -494,11 +500,13 @@ class Channel:
         """Stop delivering messages (in-flight ones are unaffected)."""
         self.paused = True
         self.topic.broker._topology_changed()
+        self._mirror_change("pause")
 
     def unpause(self) -> None:
         """Deliver messages again."""
         self.paused = False
         self.topic.broker._topology_changed()
+        self._mirror_change("unpause")
         self._pump()
 
     def empty(self) -> None:
@@ -513,6 +521,15 @@ class Channel:
         for consumer in self.consumers:
             if consumer.ready_count > consumer.in_flight_count:
                 self._ready[consumer] = None
+        self._mirror_change("empty")
+
+    def _mirror_change(self, change: str) -> None:
+        """Tell a mirrored topic's peers of a pause, unpause or empty."""
+        mirror = self.topic.mirror
+        if mirror is not None:
+            from txnsq.nsqd.mirror import CHANNEL_OPS
+
+            mirror.channel_changed(CHANNEL_OPS[change], self.topic_name, self.name)
 
     def close(self) -> None:
         """

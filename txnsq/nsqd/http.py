@@ -34,6 +34,7 @@ import socket
 from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Optional, Tuple
 
 from klein import Klein
+from twisted.internet.defer import Deferred
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 from twisted.web.iweb import IRequest
@@ -126,6 +127,8 @@ class NSQDHTTPAPI(GoRouter, PprofHandlers):
         self._profiler_clock = broker.clock
         #: The ``cluster`` section of /stats and /metrics (NATS routes), if any.
         self.cluster_stats: Optional[Callable[[], Dict[str, Any]]] = None
+        #: Mirrored topics (txnsq.cluster.mirror.Mirror), when routes are on.
+        self.mirror: Optional[Any] = None
 
     def _commit(self) -> None:
         """
@@ -236,10 +239,36 @@ class NSQDHTTPAPI(GoRouter, PprofHandlers):
             # txnsq's own, after Go's fields: "version" is the NSQ level
             # implemented, for clients that enable features by it.
             "txnsq_version": TXNSQ_VERSION,
+            **self._mirror_info(),
         }
 
+    def _mirror_info(self) -> Dict[str, Any]:
+        mirror = self.mirror
+        if mirror is None:
+            return {}
+        standby = sorted(
+            name
+            for name, topic in self.broker.topics.items()
+            if (mirror.topic_role(topic) or {}).get("role") == "standby"
+        )
+        return {"mirror": {"node_id": mirror.node_id, "standby_topics": standby}}
+
+    def _after_mirror(self, topic: Any, answer: str) -> Any:
+        """
+        ``answer`` now, or -- a mirrored topic whose peers must have the
+        publish first (``--mirror-ack=sync``, or a lagging peer) -- a
+        Deferred firing with it once they have.
+        """
+        gate = self.broker.mirror_gate
+        if topic.mirror is None or gate is None:
+            return answer
+        waiter = _MirrorWaiter()
+        if not gate(waiter):
+            return answer
+        return waiter.done.addCallback(lambda _: answer)
+
     @go_route(app, "POST", "/pub", logged=False, routes=ROUTES)
-    def pub(self, request: IRequest) -> str:
+    def pub(self, request: IRequest) -> Any:
         """
         Publish the body to ``?topic=`` (created if need be), ``defer``
         milliseconds later when given.
@@ -271,10 +300,10 @@ class NSQDHTTPAPI(GoRouter, PprofHandlers):
         except PublishError:
             raise APIError(503, "EXITING")
         self._commit()
-        return "OK"
+        return self._after_mirror(topic, "OK")
 
     @go_route(app, "POST", "/mpub", logged=False, routes=ROUTES)
-    def mpub(self, request: IRequest) -> str:
+    def mpub(self, request: IRequest) -> Any:
         """
         Publish several messages to ``?topic=``, all or none: one per line,
         or the MPUB binary format with ``binary=true``.
@@ -305,7 +334,7 @@ class NSQDHTTPAPI(GoRouter, PprofHandlers):
         except PublishError:
             raise APIError(503, "EXITING")
         self._commit()
-        return "OK"
+        return self._after_mirror(topic, "OK")
 
     @go_route(app, "GET", "/stats", routes=ROUTES)
     def stats(self, request: IRequest) -> Any:
@@ -336,6 +365,13 @@ class NSQDHTTPAPI(GoRouter, PprofHandlers):
             found = nsqd_stats.to_json(snapshot)
             if self.cluster_stats is not None:
                 found["cluster"] = self.cluster_stats()
+            mirror = self.mirror
+            if mirror is not None:
+                for entry in found.get("topics") or ():
+                    topic = self.broker.find_topic(entry.get("topic_name", ""))
+                    role = mirror.topic_role(topic) if topic is not None else None
+                    if role is not None:
+                        entry["mirror"] = role
             return found
         return nsqd_stats.to_text(snapshot, self.broker.clock.seconds()).encode("utf-8")
 
@@ -394,6 +430,19 @@ class NSQDHTTPAPI(GoRouter, PprofHandlers):
             topic.pause()
         else:
             topic.unpause()
+
+    @go_route(app, "POST", "/topic/mirror", routes=ROUTES)
+    def topic_mirror(self, request: IRequest) -> None:
+        """Mirror ``?topic=`` (created if need be) to the routed txnsq nodes."""
+        name = self._topic_name(request)
+        if not is_valid_topic_name(name):
+            raise APIError(400, "INVALID_TOPIC")
+        if self.mirror is None:
+            raise APIError(403, "MIRROR_DISABLED")
+        try:
+            self.mirror.mirror_topic(name)
+        except ValueError:
+            raise APIError(400, "INVALID_TOPIC")
 
     @go_route(app, "POST", "/topic/pause", routes=ROUTES)
     def topic_pause(self, request: IRequest) -> None:
@@ -590,3 +639,17 @@ class NSQDHTTPAPI(GoRouter, PprofHandlers):
         """Go's ``debug.FreeOSMemory``: here a full garbage collection."""
         gc.collect()
         return ""
+
+
+class _MirrorWaiter:
+    """An HTTP publish waiting at the mirror gate (as a V2 connection does)."""
+
+    __slots__ = ("done",)
+
+    def __init__(self) -> None:
+        self.done: "Deferred[None]" = Deferred()
+
+    def mirror_release(self) -> None:
+        """The peers have the publish."""
+        if not self.done.called:
+            self.done.callback(None)

@@ -98,6 +98,9 @@ CONFIG_OPTIONS: Dict[str, Tuple[str, int]] = {
     "nats_subject_prefix": ("nats_subject_prefix", _STR),
     "nats_account": ("nats_account", _STR),
     "nats_topics": ("nats_topics", _STR),
+    "mirror_topics": ("mirror_topics", _STR),
+    "mirror_ack": ("mirror_ack", _STR),
+    "mirror_failover_timeout": ("mirror_failover_timeout", _DURATION),
 }
 
 #: Go's ``lg.LogLevel`` numbers.

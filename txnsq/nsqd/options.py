@@ -186,6 +186,10 @@ class NSQDOptions:
     nats_subject_prefix: str = "nsq."
     nats_account: str = "$G"
     nats_topics: str = ""
+    # mirrored topics (txnsq/cluster/mirror.py, docs/mirroring.md)
+    mirror_topics: str = ""
+    mirror_ack: str = "sync"
+    mirror_failover_timeout: float = 10.0
 
     # Go options without a flag (a config file could set them)
     client_timeout: float = 60.0

@@ -194,6 +194,7 @@ class NSQDService(MultiService):
             self.cluster = ClusterService(self.broker, options, reactor, cluster_tls)
             self.cluster.setServiceParent(self)
             self.http_api.cluster_stats = self.cluster.stats
+            self.http_api.mirror = self.cluster.mirror
         self.http_api.options_changed = self._option_changed
         # Not a child service: it starts once the listeners are bound (the
         # ports it registers are known then), see startService.

@@ -238,6 +238,10 @@ class NSQDProtocol(Protocol):
             early_check=self._early_check if features.tls_required else None,
         )
         self._dead = False
+        # Mirrored topics (txnsq.cluster.mirror): a publish to one asks the
+        # broker's mirror gate before its OK leaves; output held meanwhile.
+        self._mirror_wait = False
+        self._mirror_held = False
         self._heartbeat_call: Optional[IDelayedCall] = None
         self._read_deadline_call: Optional[IDelayedCall] = None
         # TLS deadlines: finishing the handshake, and closing.
@@ -520,6 +524,9 @@ class NSQDProtocol(Protocol):
     def flush_output(self) -> None:
         """Write what is buffered, through the compression encoder if any."""
         self._has_output = False
+        if self._mirror_wait or self._mirror_held:
+            if self._mirror_gate():
+                return
         out = self._out
         if not out:
             return
@@ -535,6 +542,34 @@ class NSQDProtocol(Protocol):
         data = out[0] if len(out) == 1 else b"".join(out)
         encoder = self._encoder
         self.transport.write(data if encoder is None else encoder.encode(data))
+
+    def _mirror_gate(self) -> bool:
+        """
+        Output waits while the mirror has not confirmed the publishes it
+        answers (``--mirror-ack=sync``, or a lagging peer): reading pauses,
+        so producers slow down.  True while held.
+        """
+        if self._mirror_held:
+            return True
+        self._mirror_wait = False
+        gate = self.broker.mirror_gate
+        if gate is None or not gate(self):
+            return False
+        self._mirror_held = True
+        if self.transport is not None and not self._blocked:
+            self.transport.pauseProducing()  # type: ignore[attr-defined]
+        return True
+
+    def mirror_release(self) -> None:
+        """The mirror confirmed: write the held output and read again."""
+        if not self._mirror_held:
+            return
+        self._mirror_held = False
+        if self.state == STATE_CLOSED or self.transport is None:
+            return
+        if not self._blocked:
+            self.transport.resumeProducing()  # type: ignore[attr-defined]
+        self.flush_output()
 
     def _refuse_without_tls(self, name: bytes) -> None:
         """``--tls-required``: nothing but IDENTIFY before the TLS upgrade."""
@@ -996,10 +1031,14 @@ class NSQDProtocol(Protocol):
                 except PublishError as error:
                     if done:
                         counts[name] = counts.get(name, 0) + done
+                        if topic.mirror is not None:
+                            self._mirror_wait = True
                         self._write(OK_FRAME * done)
                     self._send_error(protocol_error("E_PUB_FAILED", "PUB failed %s" % (error,)))
                     return
         counts[name] = counts.get(name, 0) + len(bodies)
+        if topic.mirror is not None:
+            self._mirror_wait = True
         self._write(OK_FRAME * len(bodies))
 
     def _mpub(self, command: Command) -> None:
@@ -1016,6 +1055,8 @@ class NSQDProtocol(Protocol):
             raise protocol_error("E_MPUB_FAILED", "MPUB failed %s" % (error,))
         counts = self.pub_counts
         counts[name] = counts.get(name, 0) + len(bodies)
+        if topic.mirror is not None:
+            self._mirror_wait = True
         self._write(OK_FRAME)
 
     def _dpub(self, command: Command) -> None:
@@ -1031,6 +1072,8 @@ class NSQDProtocol(Protocol):
             raise protocol_error("E_DPUB_FAILED", "DPUB failed %s" % (error,))
         counts = self.pub_counts
         counts[name] = counts.get(name, 0) + 1
+        if topic.mirror is not None:
+            self._mirror_wait = True
         self._write(OK_FRAME)
 
 

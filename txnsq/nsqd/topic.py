@@ -100,6 +100,8 @@ class Topic:
         self.retention: Optional[TopicRetention] = None
         # The broker's publish taps (shared list): told of every publish.
         self._taps = broker.publish_taps
+        #: A mirrored topic's recorder (txnsq.nsqd.mirror), else ``None``.
+        self.mirror: Any = None
 
     def __repr__(self) -> str:
         return "<Topic %s depth=%d channels=%d>" % (
@@ -136,6 +138,8 @@ class Topic:
             self.message_bytes += len(body)
             for channel in targets:
                 channel.put(data)
+            if self.mirror is not None:
+                self.mirror.published(self.name, data)
             if self._taps:
                 self._tap([body])
             return
@@ -145,9 +149,12 @@ class Topic:
             msg_id = self._guid.new_id(now)
         else:
             msg_id = self._retain(body, now)
-        self._queue.put(encode_message(int(now * 1e9), 0, msg_id, body))
+        data = encode_message(int(now * 1e9), 0, msg_id, body)
+        self._queue.put(data)
         self.message_count += 1
         self.message_bytes += len(body)
+        if self.mirror is not None:
+            self.mirror.published(self.name, data)
         if self._taps:
             self._tap([body])
 
@@ -211,6 +218,8 @@ class Topic:
                 channel.put(message)
         else:
             self._queue.put(message)
+        if self.mirror is not None:
+            self.mirror.published(self.name, message)
         if self._taps:
             self._tap([body])
         return raw, partition, offset
@@ -259,6 +268,8 @@ class Topic:
             put = self._queue.put
             for data in messages:
                 put(data)
+        if self.mirror is not None:
+            self.mirror.published_many(self.name, messages)
         if self._taps:
             self._tap(bodies)
 
@@ -298,8 +309,28 @@ class Topic:
             self._backlog.append((data, delay))
             if self._flight is not None:
                 self._flight.hold(int(delay * 1e9), data)
+        if self.mirror is not None:
+            self.mirror.published_deferred(self.name, data, delay)
         if self._taps:
             self._tap([body])
+
+    def put_encoded(self, data: bytes, delay: float = 0.0) -> None:
+        """
+        Take an encoded message kept elsewhere (a mirrored topic's copy,
+        handed over on failover) as it is: same id, timestamp and attempts.
+        Not counted as a publish, not mirrored, not tapped.
+        """
+        targets = self._targets
+        if targets:
+            for channel in targets:
+                if delay > 0:
+                    channel.put_deferred(data, delay)
+                else:
+                    channel.put(data)
+        elif delay > 0:
+            self._backlog.append((data, delay))
+        else:
+            self._queue.put(data)
 
     # -- channels --------------------------------------------------------
 
@@ -383,6 +414,11 @@ class Topic:
         """Drop the messages held by the topic (channels keep theirs)."""
         self._queue.empty()
         self._backlog = []
+        if self.mirror is not None:
+            from txnsq.nsqd.mirror import CHANNEL_OPS
+
+            # Channel "": the topic's own messages, in the peers' copies.
+            self.mirror.channel_changed(CHANNEL_OPS["empty"], self.name, "")
 
     def close(self) -> None:
         """

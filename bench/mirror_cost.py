@@ -1,0 +1,176 @@
+"""
+The publish cost of a mirrored topic (docs/mirroring.md): two nsqd
+children routed to each other with ``--mirror-topics=^mirrored`` and
+``--mirror-ack=sync`` (then, with a new pair, ``async``); the same
+publisher sends ``--count`` messages of ``--size`` bytes to topic
+``plain`` (not mirrored) and to ``mirrored`` on the first node, each with
+a channel and no consumer, and the rates are compared.
+
+Two publishers:
+
+- ``PUB`` pipelined: ``--window`` PUBs written at once, then their OKs
+  read, and again (a producer with that many publishes outstanding);
+- ``MPUB`` of ``--batch`` messages, one at a time.
+
+Each figure is the median of ``--rounds`` runs, ``plain`` and
+``mirrored`` alternating.
+
+    python bench/mirror_cost.py [--count 50000] [--size 100] [--window 100]
+        [--batch 100] [--rounds 3] [--nsqd 'COMMAND']
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import statistics
+import sys
+import tempfile
+import time
+import urllib.request
+from typing import Any, Dict, List, Tuple
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from nsqd_harness import (  # noqa: E402
+    NSQDChild,
+    V2Connection,
+    create_channel,
+    mpub_command,
+    nsqd_command,
+    pub_command,
+)
+
+
+def free_ports(count: int) -> List[int]:
+    sockets = []
+    for _ in range(count):
+        sock = socket.socket()
+        sock.bind(("127.0.0.1", 0))
+        sockets.append(sock)
+    ports = [sock.getsockname()[1] for sock in sockets]
+    for sock in sockets:
+        sock.close()
+    return ports
+
+
+def stats(http_port: int) -> Dict[str, Any]:
+    url = "http://127.0.0.1:%d/stats?format=json&include_clients=false" % (http_port,)
+    with urllib.request.urlopen(url, timeout=10) as response:
+        return json.loads(response.read())  # type: ignore[no-any-return]
+
+
+def start_pair(mode: str, count: int, directory: str, command: List[str]) -> Tuple[NSQDChild, NSQDChild, int]:
+    """Two routed nsqd mirroring ``^mirrored``; the first one's HTTP port."""
+    http_a, http_b, cluster_a, cluster_b = free_ports(4)
+    children = []
+    for name, http, mine, other in (("a", http_a, cluster_a, cluster_b), ("b", http_b, cluster_b, cluster_a)):
+        data = os.path.join(directory, "%s-%s" % (mode, name))
+        os.makedirs(data)
+        child = NSQDChild(
+            [
+                "--tcp-address=127.0.0.1:0",
+                "--http-address=127.0.0.1:%d" % (http,),
+                "--storage=memory",
+                "--mem-queue-size=%d" % (count * 8,),
+                "--data-path=" + data,
+                "--cluster-name=bench",
+                "--cluster-address=127.0.0.1:%d" % (mine,),
+                "--routes=nats-route://127.0.0.1:%d" % (other,),
+                "--mirror-topics=^mirrored",
+                "--mirror-ack=" + mode,
+            ],
+            command,
+            os.path.join(directory, "%s-%s.log" % (mode, name)),
+        )
+        child.start()
+        children.append(child)
+    deadline = time.monotonic() + 20
+    while not stats(http_a)["cluster"]["mirror"]["peers"]:
+        if time.monotonic() > deadline:
+            raise RuntimeError("the nodes did not route to each other")
+        time.sleep(0.05)
+    return children[0], children[1], http_a
+
+
+def publish_pub(address: Tuple[str, int], topic: bytes, count: int, size: int, window: int) -> float:
+    """Messages per second of pipelined PUBs."""
+    body = b"x" * size
+    command = pub_command(topic, body)
+    with V2Connection(address) as conn:
+        start = time.monotonic()
+        left = count
+        while left:
+            n = min(window, left)
+            conn.send(command * n)
+            for _ in range(n):
+                conn.expect()
+            left -= n
+        return count / (time.monotonic() - start)
+
+
+def publish_mpub(address: Tuple[str, int], topic: bytes, count: int, size: int, batch: int) -> float:
+    """Messages per second of MPUBs of ``batch`` messages."""
+    command = mpub_command(topic, [b"x" * size] * batch)
+    with V2Connection(address) as conn:
+        start = time.monotonic()
+        for _ in range(count // batch):
+            conn.send(command)
+            conn.expect()
+        return (count // batch) * batch / (time.monotonic() - start)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--count", type=int, default=50000)
+    parser.add_argument("--size", type=int, default=100)
+    parser.add_argument("--window", type=int, default=100)
+    parser.add_argument("--batch", type=int, default=100)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--nsqd", default=None, help="command running nsqd")
+    options = parser.parse_args()
+    command = nsqd_command(options.nsqd)
+    print("mirror cost: %d messages of %d bytes, PUB window %d, MPUB batch %d, median of %d"
+          % (options.count, options.size, options.window, options.batch, options.rounds))
+    print("| ack | publisher | plain msg/s | mirrored msg/s | ratio |")
+    print("| --- | --- | ---: | ---: | ---: |")
+    with tempfile.TemporaryDirectory() as directory:
+        for mode in ("sync", "async"):
+            a, b, http_a = start_pair(mode, options.count * options.rounds, directory, command)
+            try:
+                for topic in (b"plain", b"mirrored"):
+                    create_channel(a.tcp_address, topic, b"c")
+                for label, run, arg in (
+                    ("PUB x%d" % options.window, publish_pub, options.window),
+                    ("MPUB x%d" % options.batch, publish_mpub, options.batch),
+                ):
+                    rates: Dict[bytes, List[float]] = {b"plain": [], b"mirrored": []}
+                    for index in range(options.rounds):
+                        order = (b"plain", b"mirrored") if index % 2 == 0 else (b"mirrored", b"plain")
+                        for topic in order:
+                            rates[topic].append(
+                                run(a.tcp_address, topic, options.count, options.size, arg)
+                            )
+                    plain = statistics.median(rates[b"plain"])
+                    mirrored = statistics.median(rates[b"mirrored"])
+                    print("| %s | %s | %.0f | %.0f | %.2fx |" % (mode, label, plain, mirrored, mirrored / plain))
+                    sys.stdout.flush()
+                lag = stats(http_a)["cluster"]["mirror"]
+                held = stats(int(b.argv[[i for i, arg in enumerate(b.argv) if arg.startswith("--http-address")][0]].rsplit(":", 1)[1]))
+                copies = held["cluster"]["mirror"]["copies"]
+                kept = sum(
+                    topic["held"] + sum(topic["channels"].values())
+                    for copy in copies
+                    for topic in copy["topics"].values()
+                )
+                print("  (%s: primary sent %d payloads, %d bytes; standby holds %d copies)"
+                      % (mode, lag["batches_sent"], lag["bytes_sent"], kept))
+            finally:
+                a.stop()
+                b.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,99 @@
+"""
+The CPU a mirrored topic costs per message, in-process (no sockets, no
+other process competing): MPUBs of ``--batch`` messages to a topic with
+one channel, not mirrored and mirrored (the records gathered and encoded
+as the sender does once per reactor turn), and what the standby spends
+decoding those payloads and keeping the copy.
+
+Median of ``--rounds`` runs of ``--count`` messages, in microseconds per
+message.
+
+    python bench/mirror_hot.py [--count 200000] [--batch 100] [--size 100] [--rounds 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from types import SimpleNamespace
+from typing import Any, List
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from twisted.internet.task import Clock  # noqa: E402
+
+from txnsq.nsqd.broker import Broker  # noqa: E402
+from txnsq.nsqd.mirror import MirrorRecorder, StandbyCopy  # noqa: E402
+from txnsq.protocol.mirror import OP_CHANNEL_CREATE, RecordBuilder, decode_records  # noqa: E402
+from txnsq.storage.memory import MemoryStorage  # noqa: E402
+
+
+def broker(count: int) -> Any:
+    options = SimpleNamespace(
+        node_id=1, mem_queue_size=count * 4, msg_timeout=60.0, max_msg_timeout=900.0,
+        max_req_timeout=3600.0, max_channel_consumers=0, max_msg_size=1048576,
+        data_path="", storage="memory", retain_topics="", retention_bytes=1 << 30,
+        retention_age=3600.0, log_partitions=1,
+    )
+    clock = Clock()
+    clock.advance(1700000000)
+    return Broker(options, clock, MemoryStorage())
+
+
+def run(count: int, batch: int, size: int, mirrored: bool, payloads: List[bytes]) -> float:
+    found = broker(count)
+    topic = found.get_topic("t")
+    topic.get_channel("c")
+    recorder = MirrorRecorder(lambda: None, lambda: None)
+    if mirrored:
+        recorder.live = True
+        topic.mirror = recorder
+    bodies = [b"x" * size] * batch
+    rounds = count // batch
+    start = time.perf_counter()
+    for seq in range(1, rounds + 1):
+        topic.publish_many(bodies)
+        if mirrored:
+            payloads.append(recorder.builder.encode(seq))
+    return (time.perf_counter() - start) / (rounds * batch) * 1e6
+
+
+def apply(payloads: List[bytes], count: int) -> float:
+    copy = StandbyCopy("a", "e")
+    create = RecordBuilder()
+    create.add(OP_CHANNEL_CREATE, "t", "c", [])
+    copy.apply(0, decode_records(create.encode(0))[1])
+    start = time.perf_counter()
+    for payload in payloads:
+        seq, records = decode_records(payload)
+        copy.apply(seq, records)
+    return (time.perf_counter() - start) / count * 1e6
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--count", type=int, default=200000)
+    parser.add_argument("--batch", type=int, default=100)
+    parser.add_argument("--size", type=int, default=100)
+    parser.add_argument("--rounds", type=int, default=5)
+    options = parser.parse_args()
+    plain: List[float] = []
+    mirrored: List[float] = []
+    standby: List[float] = []
+    for _ in range(options.rounds):
+        plain.append(run(options.count, options.batch, options.size, False, []))
+        payloads: List[bytes] = []
+        mirrored.append(run(options.count, options.batch, options.size, True, payloads))
+        standby.append(apply(payloads, options.count // options.batch * options.batch))
+    print("%s, MPUB x%d of %d-byte messages, us per message (median of %d):"
+          % (sys.implementation.name, options.batch, options.size, options.rounds))
+    print("  primary, not mirrored: %.2f" % statistics.median(plain))
+    print("  primary, mirrored:     %.2f" % statistics.median(mirrored))
+    print("  standby, applying:     %.2f" % statistics.median(standby))
+
+
+if __name__ == "__main__":
+    main()

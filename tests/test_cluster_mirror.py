@@ -1,0 +1,422 @@
+"""
+Tests for :mod:`txnsq.cluster.mirror`: two brokers on one Clock, each with
+a route node and a :class:`Mirror`, joined by a route over
+StringTransports that a pump empties into each other.
+"""
+
+from __future__ import annotations
+
+from typing import Any, List, Optional, Tuple
+
+from twisted.internet.defer import Deferred
+from twisted.internet.task import Clock
+from twisted.internet.testing import StringTransport
+from twisted.trial.unittest import SynchronousTestCase
+
+from tests.cluster_fakes import FakeDials, dialed_route, written
+from tests.core_fakes import START, FakeConsumer, decode, make_broker
+from txnsq.cluster.mirror import INFO_FIELD, Mirror, load_node_id
+from txnsq.cluster.node import RouteNode
+from txnsq.cluster.route import RouteProtocol
+from txnsq.protocol.nats_route import RouteMessage
+
+
+class FakeConnection:
+    """A V2 connection as the mirror gate sees it."""
+
+    def __init__(self) -> None:
+        self.released = 0
+
+    def mirror_release(self) -> None:
+        self.released += 1
+
+
+class Side:
+    """One node: broker, route node, mirror."""
+
+    def __init__(self, clock: Clock, name: str, port: int, **mirror: Any) -> None:
+        self.broker = make_broker(clock)
+        self.dials = FakeDials()
+        self.node = RouteNode(clock, "c1", self.dials, advertise=("127.0.0.1", port))
+        self.mirror = Mirror(self.broker, self.node, clock, name, **mirror)
+        self.mirror.start()
+
+
+class MirrorTestCase(SynchronousTestCase):
+    """Nodes ``a`` (publishing) and ``b`` (standby) mirroring topics ``m*``."""
+
+    def setUp(self) -> None:
+        self.clock = Clock()
+        self.clock.advance(START)
+        self.a = Side(self.clock, "node-a", 7000, topics="^m", failover_timeout=5.0)
+        self.b = Side(self.clock, "node-b", 7001, topics="^m", failover_timeout=5.0)
+        self.link: Optional[Tuple[RouteProtocol, StringTransport, RouteProtocol, StringTransport]] = None
+        self.connect()
+
+    def connect(self) -> None:
+        """Route a -> b (a dials b's listener)."""
+        if not self.a.dials.pending:
+            self.a.node.start(["nats-route://127.0.0.1:7001"])
+        _, _, dialer, waiting = self.a.dials.pending.pop(0)
+        client = self.a.node.build_protocol(dialer)
+        server = self.b.node.build_protocol(None)
+        client_transport, server_transport = StringTransport(), StringTransport()
+        client.makeConnection(client_transport)
+        server.makeConnection(server_transport)
+        waiting.callback(client)
+        self.link = (client, client_transport, server, server_transport)
+        self.pump()
+
+    def pump(self) -> None:
+        """Run the reactor turn (mirror flushes), then move bytes until quiet."""
+        self.clock.advance(0)
+        assert self.link is not None
+        client, client_transport, server, server_transport = self.link
+        for _ in range(100):
+            moved = False
+            data = client_transport.value()
+            if data:
+                client_transport.clear()
+                server.dataReceived(data)
+                moved = True
+            data = server_transport.value()
+            if data:
+                server_transport.clear()
+                client.dataReceived(data)
+                moved = True
+            self.clock.advance(0)
+            if not moved:
+                return
+
+    def cut(self) -> None:
+        """Both ends of the route lose the connection."""
+        assert self.link is not None
+        client, _, server, _ = self.link
+        self.link = None
+        client.connectionLost()
+        server.connectionLost()
+
+    def copy_of_a(self, topic: str = "mt", channel: str = "c") -> List[bytes]:
+        """The bodies b keeps for a's ``topic:channel``, in order."""
+        copy = self.b.mirror.copies["node-a"].topics[topic]
+        return [decode(data).body for data in copy.channels[channel].values()]
+
+
+class CopyTests(MirrorTestCase):
+    """What a publishing node's standby keeps."""
+
+    def test_info_names_the_mirror(self) -> None:
+        """Each node's INFO carries its mirror id and epoch; each sees the other as a peer."""
+        self.assertEqual(self.a.node.info_fields()[INFO_FIELD]["id"], "node-a")
+        self.assertEqual([p.node_id for p in self.a.mirror.peers.values()], ["node-b"])
+        self.assertEqual([p.node_id for p in self.b.mirror.peers.values()], ["node-a"])
+
+    def test_messages_copied_not_delivered(self) -> None:
+        """Published messages reach b's copy with their ids; b's broker delivers none of them."""
+        topic = self.a.broker.get_topic("mt")
+        topic.get_channel("c")
+        topic.publish(b"one")
+        topic.publish_many([b"two", b"three"])
+        self.pump()
+        self.assertEqual(self.copy_of_a(), [b"one", b"two", b"three"])
+        self.assertEqual(self.b.broker.topics["mt"].channels, {})
+
+    def test_unmirrored_topic_not_sent(self) -> None:
+        """A topic the pattern leaves out sends nothing."""
+        self.a.broker.get_topic("other").publish(b"x")
+        self.pump()
+        self.assertEqual(self.a.mirror.batches_sent, 0)
+        self.assertNotIn("node-a", self.b.mirror.copies)
+
+    def test_fin_removes_from_copy(self) -> None:
+        """A FIN on a's channel removes the message from b's copy of that channel only."""
+        topic = self.a.broker.get_topic("mt")
+        channel = topic.get_channel("c")
+        topic.get_channel("d")
+        consumer = FakeConsumer(ready_count=10)
+        topic.publish_many([b"one", b"two"])
+        channel.add_consumer(consumer)
+        channel.consumer_ready(consumer)
+        first = consumer.take()[0]
+        channel.finish(consumer, first.id)
+        self.pump()
+        self.assertEqual(self.copy_of_a("mt", "c"), [b"two"])
+        self.assertEqual(self.copy_of_a("mt", "d"), [b"one", b"two"])
+
+    def test_held_messages_go_to_first_channel(self) -> None:
+        """Messages published before any channel go to the first channel created, as on the node."""
+        topic = self.a.broker.get_topic("mt")
+        topic.publish(b"early")
+        topic.get_channel("c")
+        topic.publish(b"late")
+        topic.get_channel("d")
+        self.pump()
+        self.assertEqual(self.copy_of_a("mt", "c"), [b"early", b"late"])
+        self.assertEqual(self.copy_of_a("mt", "d"), [])
+
+    def test_channel_delete_and_empty(self) -> None:
+        """Deleting or emptying a channel on a does the same in b's copy."""
+        topic = self.a.broker.get_topic("mt")
+        topic.get_channel("c")
+        topic.get_channel("d")
+        topic.publish(b"x")
+        topic.delete_channel("d")
+        topic.channels["c"].empty()
+        self.pump()
+        copy = self.b.mirror.copies["node-a"].topics["mt"]
+        self.assertEqual(list(copy.channels), ["c"])
+        self.assertEqual(self.copy_of_a(), [])
+
+    def test_mirror_topic_by_name(self) -> None:
+        """mirror_topic() mirrors a topic the pattern leaves out."""
+        self.a.mirror.mirror_topic("named")
+        topic = self.a.broker.topics["named"]
+        topic.get_channel("c")
+        topic.publish(b"x")
+        self.pump()
+        self.assertEqual(self.copy_of_a("named", "c"), [b"x"])
+
+    def test_ephemeral_topic_refused(self) -> None:
+        """An ephemeral topic cannot be mirrored."""
+        self.assertRaises(ValueError, self.a.mirror.mirror_topic, "x#ephemeral")
+
+
+class GateTests(MirrorTestCase):
+    """``--mirror-ack``: when a producer's OK may leave."""
+
+    def test_sync_holds_until_ack(self) -> None:
+        """In sync mode the gate holds a connection until b has acked the publish's payload."""
+        topic = self.a.broker.get_topic("mt")
+        topic.publish(b"x")
+        connection = FakeConnection()
+        self.assertTrue(self.a.mirror.gate(connection))
+        self.assertEqual(connection.released, 0)
+        self.pump()
+        self.assertEqual(connection.released, 1)
+        self.assertEqual(self.a.mirror.lag_bytes, 0)
+
+    def test_nothing_pending_not_held(self) -> None:
+        """With every payload acked the gate lets output go."""
+        self.assertFalse(self.a.mirror.gate(FakeConnection()))
+
+    def test_peer_down_releases(self) -> None:
+        """A peer going down releases the connections waiting for it."""
+        self.a.broker.get_topic("mt").publish(b"x")
+        connection = FakeConnection()
+        self.assertTrue(self.a.mirror.gate(connection))
+        self.cut()
+        self.assertEqual(connection.released, 1)
+        self.assertFalse(self.a.mirror.gate(FakeConnection()))
+
+    def test_async_not_held(self) -> None:
+        """In async mode the gate holds only past the lag bound."""
+        mirror = self.a.mirror
+        mirror.sync = False
+        self.a.broker.get_topic("mt").publish(b"x")
+        self.assertFalse(mirror.gate(FakeConnection()))
+        mirror.max_lag_bytes = 0
+        mirror.flush()
+        self.assertTrue(mirror.gate(FakeConnection()))
+
+
+class FailoverTests(MirrorTestCase):
+    """b delivering a's messages."""
+
+    def publish_two_finish_one(self) -> List[bytes]:
+        topic = self.a.broker.get_topic("mt")
+        channel = topic.get_channel("c")
+        consumer = FakeConsumer(ready_count=10)
+        topic.publish_many([b"one", b"two", b"three"])
+        channel.add_consumer(consumer)
+        channel.consumer_ready(consumer)
+        delivered = consumer.take()
+        channel.finish(consumer, delivered[0].id)
+        self.pump()
+        return [message.id for message in delivered]
+
+    def test_failover_after_timeout(self) -> None:
+        """Once the route has been down for the timeout, b's channel holds a's unfinished messages, ids kept."""
+        ids = self.publish_two_finish_one()
+        self.cut()
+        self.clock.advance(4.9)
+        self.assertEqual(self.b.broker.topics["mt"].channels, {})
+        self.clock.advance(0.2)
+        channel = self.b.broker.topics["mt"].channels["c"]
+        consumer = FakeConsumer(ready_count=10)
+        channel.add_consumer(consumer)
+        channel.consumer_ready(consumer)
+        got = consumer.take()
+        self.assertEqual([m.body for m in got], [b"two", b"three"])
+        self.assertEqual([m.id for m in got], ids[1:])
+        self.assertEqual(self.b.mirror.taken_over[0]["messages"], 2)
+
+    def test_back_before_timeout(self) -> None:
+        """A route back before the timeout cancels the failover."""
+        self.publish_two_finish_one()
+        self.cut()
+        self.clock.advance(2)
+        self.connect()
+        self.clock.advance(10)
+        self.assertEqual(self.b.broker.topics["mt"].channels, {})
+        self.assertEqual(self.copy_of_a(), [b"two", b"three"])
+
+    def test_restarted_peer_taken_over_at_once(self) -> None:
+        """A peer back as a new process (new epoch) has its old copy delivered by b at once."""
+        self.publish_two_finish_one()
+        self.cut()
+        self.a = Side(self.clock, "node-a", 7000, topics="^m", failover_timeout=5.0)
+        self.connect()
+        self.assertEqual(self.b.mirror.taken_over[0]["reason"], "restarted")
+        self.assertEqual(self.b.broker.topics["mt"].channels["c"].depth(), 2)
+        # And a is now b's standby for what b publishes.
+        self.b.broker.topics["mt"].publish(b"four")
+        self.pump()
+        copy = self.a.mirror.copies["node-b"].topics["mt"]
+        self.assertEqual(sum(len(m) for m in copy.channels.values()), 3)
+
+    def test_stats_mark_roles(self) -> None:
+        """/stats marks b's copy of the topic as standby and a's as primary."""
+        topic = self.a.broker.get_topic("mt")
+        topic.get_channel("c")
+        topic.publish(b"x")
+        self.pump()
+        self.assertEqual(self.a.mirror.topic_role(topic)["role"], "primary")
+        b_topic = self.b.broker.get_topic("mt")
+        role = self.b.mirror.topic_role(b_topic)
+        self.assertEqual(role["role"], "standby")
+        self.assertEqual(role["standby_messages"], 1)
+        self.assertEqual(self.b.mirror.stats()["copies"][0]["node_id"], "node-a")
+
+
+class NatsPeerTests(SynchronousTestCase):
+    """A nats-server peer is never sent the internal subjects."""
+
+    def test_no_internal_subjects(self) -> None:
+        """Publishes and FINs of a mirrored topic send nothing to a peer without the INFO field."""
+        clock = Clock()
+        broker = make_broker(clock)
+        dials = FakeDials()
+        node = RouteNode(clock, "c1", dials, advertise=("127.0.0.1", 7000))
+        mirror = Mirror(broker, node, clock, "node-a", topics="^m")
+        mirror.start()
+        node.start(["nats-route://127.0.0.1:6222"])
+        route, transport = dialed_route(node, dials, "SA")
+        topic = broker.get_topic("mt")
+        topic.get_channel("c")
+        topic.publish(b"x")
+        clock.advance(0)
+        messages = [op for op in written(transport) if isinstance(op, RouteMessage)]
+        self.assertEqual(messages, [])
+        self.assertFalse(mirror.peers)
+
+    def test_internal_subjects_from_stranger_dropped(self) -> None:
+        """$NSQ. messages from a route that is no mirroring peer are dropped, not delivered."""
+        clock = Clock()
+        broker = make_broker(clock)
+        dials = FakeDials()
+        node = RouteNode(clock, "c1", dials, advertise=("127.0.0.1", 7000))
+        mirror = Mirror(broker, node, clock, "node-a", topics="^m")
+        mirror.start()
+        node.start(["nats-route://127.0.0.1:6222"])
+        route, transport = dialed_route(node, dials, "SA")
+        route.dataReceived(b"RMSG $G $NSQ.mirror.data 8\r\n\x00\x00\x00\x00\x00\x00\x00\x01\r\n")
+        self.assertEqual(mirror.copies, {})
+
+
+class NodeIdTests(SynchronousTestCase):
+    """The mirror id kept in the data path."""
+
+    def test_kept(self) -> None:
+        """The id made on first start is read back later."""
+        path = self.mktemp()
+        import os
+
+        os.makedirs(path)
+        first = load_node_id(path)
+        self.assertEqual(load_node_id(path), first)
+        self.assertTrue(first)
+
+
+class StandbyTopicTests(MirrorTestCase):
+    """The standby makes the topics it keeps copies of."""
+
+    def test_topic_made_on_standby(self) -> None:
+        """b has the topic (so registers it with nsqlookupd) once it keeps a copy of it, but no message in it."""
+        topic = self.a.broker.get_topic("mt")
+        topic.get_channel("c")
+        topic.publish(b"x")
+        self.pump()
+        b_topic = self.b.broker.topics["mt"]
+        self.assertEqual((b_topic.depth(), b_topic.channels), (0, {}))
+
+
+class CatchUpTests(MirrorTestCase):
+    """A peer coming (back) is sent what the node holds."""
+
+    def test_published_while_down(self) -> None:
+        """Messages published and finished while the route was down: b's copy, back, holds exactly the unfinished ones in order."""
+        topic = self.a.broker.get_topic("mt")
+        channel = topic.get_channel("c")
+        topic.publish(b"before")
+        self.pump()
+        self.cut()
+        topic.publish_many([b"one", b"two", b"three"])
+        consumer = FakeConsumer(ready_count=2)
+        channel.add_consumer(consumer)
+        channel.consumer_ready(consumer)
+        delivered = consumer.take()
+        self.assertEqual([m.body for m in delivered], [b"before", b"one"])
+        channel.finish(consumer, delivered[0].id)
+        self.clock.advance(1)
+        self.connect()
+        # In flight first, then the queue.
+        self.assertEqual(self.copy_of_a(), [b"one", b"two", b"three"])
+        self.assertEqual((channel.depth(), channel.in_flight_count), (1, 2))
+        self.assertEqual(self.a.mirror.catch_up_messages, 3)
+
+    def test_restarted_standby(self) -> None:
+        """A restarted standby (a new process, no copy) gets the channels and the unfinished messages."""
+        topic = self.a.broker.get_topic("mt")
+        topic.get_channel("c")
+        topic.publish_many([b"one", b"two"])
+        self.pump()
+        self.cut()
+        self.b = Side(self.clock, "node-b", 7001, topics="^m", failover_timeout=5.0)
+        self.clock.advance(1)
+        self.connect()
+        self.assertEqual(self.copy_of_a(), [b"one", b"two"])
+        self.assertEqual(topic.channels["c"].depth(), 2)
+
+    def test_held_by_topic(self) -> None:
+        """Messages the topic holds itself (no channel) are sent too, and stay held there."""
+        topic = self.a.broker.get_topic("mt")
+        topic.publish(b"held")
+        self.pump()
+        self.cut()
+        self.b = Side(self.clock, "node-b", 7001, topics="^m", failover_timeout=5.0)
+        self.clock.advance(1)
+        self.connect()
+        copy = self.b.mirror.copies["node-a"].topics["mt"]
+        self.assertEqual([decode(data).body for data in copy.held.values()], [b"held"])
+        self.assertEqual(topic.depth(), 1)
+
+    def test_unwritable(self) -> None:
+        """An id that cannot be kept is still made (and the failure logged)."""
+        path = self.mktemp()
+        node_id = load_node_id(path)  # the directory does not exist
+        self.assertTrue(node_id)
+        self.assertEqual(len(self.flushLoggedErrors()), 0)
+
+
+class TopicEmptyTests(MirrorTestCase):
+    """Emptying a mirrored topic."""
+
+    def test_topic_empty(self) -> None:
+        """What the topic held itself is dropped from b's copy too."""
+        topic = self.a.broker.get_topic("mt")
+        topic.publish(b"held")
+        topic.empty()
+        topic.get_channel("c")
+        topic.publish(b"after")
+        self.pump()
+        self.assertEqual(self.copy_of_a(), [b"after"])

@@ -1,0 +1,115 @@
+"""
+Tests for :mod:`txnsq.cluster.mirror_journal`: a standby's copies kept in
+its data path, read back by a restarted standby; on the two-node set-up
+of :mod:`tests.test_cluster_mirror`.
+"""
+
+from __future__ import annotations
+
+import os
+
+from tests.core_fakes import FakeConsumer
+from tests.test_cluster_mirror import MirrorTestCase, Side
+from txnsq.cluster import mirror_journal
+from txnsq.cluster.mirror_journal import CopyJournal
+
+
+class JournalTestCase(MirrorTestCase):
+    """b keeps its copies in a directory."""
+
+    def setUp(self) -> None:
+        self.directory = self.mktemp()
+        os.makedirs(self.directory)
+        MirrorTestCase.setUp(self)
+        self.cut()
+        self.b = self.journaled_b()
+        self.clock.advance(1)
+        self.connect()
+
+    def journaled_b(self) -> Side:
+        return Side(
+            self.clock, "node-b", 7001, topics="^m", failover_timeout=5.0,
+            journal=CopyJournal(self.directory),
+        )
+
+    def publish(self) -> None:
+        topic = self.a.broker.get_topic("mt")
+        channel = topic.get_channel("c")
+        topic.publish_many([b"one", b"two", b"three"])
+        consumer = FakeConsumer(ready_count=1)
+        channel.add_consumer(consumer)
+        channel.consumer_ready(consumer)
+        channel.finish(consumer, consumer.take()[0].id)
+        channel.remove_consumer(consumer)
+        self.pump()
+
+
+class CopyJournalTests(JournalTestCase):
+    """What the journal keeps and gives back."""
+
+    def test_read_back(self) -> None:
+        """A new journal on the same directory reads back the copy: same node, epoch and messages."""
+        self.publish()
+        [copy] = CopyJournal(self.directory).load()
+        self.assertEqual((copy.node_id, copy.epoch), ("node-a", self.a.mirror.epoch))
+        self.assertEqual(
+            sorted(copy.topics["mt"].channels["c"]),
+            sorted(self.b.mirror.copies["node-a"].topics["mt"].channels["c"]),
+        )
+        self.assertEqual(copy.count(), 2)
+
+    def test_restarted_standby_takes_over(self) -> None:
+        """A standby restarted while its primary is gone delivers the kept copy after the timeout."""
+        self.publish()
+        self.cut()
+        self.b.mirror.stop()
+        self.b = self.journaled_b()
+        self.assertEqual(self.b.mirror.copies["node-a"].count(), 2)
+        self.clock.advance(5)
+        channel = self.b.broker.topics["mt"].channels["c"]
+        self.assertEqual(channel.depth(), 2)
+        self.assertEqual(os.listdir(self.directory), [])
+
+    def test_compaction(self) -> None:
+        """A file past the size bound is rewritten as a snapshot that reads back the same."""
+        self.patch(mirror_journal, "COMPACT_BYTES", 100)
+        self.publish()
+        topic = self.a.broker.topics["mt"]
+        for _ in range(5):
+            topic.publish(b"x" * 200)
+            self.pump()
+            topic.channels["c"].empty()
+            self.pump()
+        # An empty copy is not given back.
+        self.assertEqual(CopyJournal(self.directory).load(), [])
+        topic.publish(b"kept")
+        self.pump()
+        [copy] = CopyJournal(self.directory).load()
+        self.assertEqual(copy.count(), 1)
+        path = os.path.join(self.directory, "mirror-copy-node-a.log")
+        self.assertLess(os.path.getsize(path), 2000)
+
+    def test_damaged_tail(self) -> None:
+        """A file cut in the middle of an entry reads back what precedes the cut."""
+        self.publish()
+        path = os.path.join(self.directory, "mirror-copy-node-a.log")
+        with open(path, "ab") as stream:
+            stream.write(b"\x00\x00\x10\x00P")
+        [copy] = CopyJournal(self.directory).load()
+        self.assertEqual(copy.count(), 2)
+
+    def test_write_failure_drops_file(self) -> None:
+        """A failed write (a full disk) removes the file and stops writing it; the copy in memory goes on."""
+        self.publish()
+        journal = self.b.mirror.journal
+
+        def full(*args: object) -> None:
+            raise OSError(28, "No space left on device")
+
+        self.patch(journal, "_append", full)
+        self.a.broker.topics["mt"].publish(b"four")
+        self.pump()
+        self.assertEqual(os.listdir(self.directory), [])
+        self.assertEqual(self.b.mirror.copies["node-a"].count(), 3)
+        self.assertIn("node-a", journal.failed)
+        self.flushLoggedErrors()

@@ -1,0 +1,158 @@
+"""
+Tests for :mod:`txnsq.nsqd.mirror`: the recorder a mirrored topic feeds,
+the standby's copy and its take-over, and the snapshots a new peer gets;
+on a broker driven by a Clock.
+"""
+
+from __future__ import annotations
+
+from typing import List
+
+from twisted.trial.unittest import SynchronousTestCase
+
+from tests.core_fakes import FakeConsumer, decode, make_broker
+from txnsq.nsqd.mirror import MirrorRecorder, TopicCopy, channel_snapshot, topic_snapshot
+from txnsq.protocol.message import encode_message
+from txnsq.protocol.mirror import (
+    OP_CHANNEL_CREATE,
+    OP_CHANNEL_EMPTY,
+    OP_CHANNEL_PAUSE,
+    OP_DEFERRED,
+    OP_MESSAGES,
+    OP_REQ,
+    decode_records,
+    encode_delay_item,
+)
+
+
+def message(n: int) -> bytes:
+    return encode_message(1, 0, b"%016d" % (n,), b"body%d" % (n,))
+
+
+class RecorderTests(SynchronousTestCase):
+    """What a mirrored topic's publishes and FINs become."""
+
+    def setUp(self) -> None:
+        self.scheduled: List[int] = []
+        self.full: List[int] = []
+        self.recorder = MirrorRecorder(lambda: self.scheduled.append(1), lambda: self.full.append(1))
+        self.recorder.live = True
+        self.broker = make_broker()
+        self.topic = self.broker.get_topic("t")
+        self.topic.mirror = self.recorder
+
+    def test_not_live_records_nothing(self) -> None:
+        """With no peer, publishes are not gathered."""
+        self.recorder.live = False
+        self.topic.publish(b"x")
+        self.assertFalse(self.recorder.builder)
+
+    def test_publish_forms(self) -> None:
+        """PUB, MPUB and DPUB are recorded with the encoded messages the channels hold; one schedule per send."""
+        channel = self.topic.get_channel("c")
+        self.topic.publish(b"one")
+        self.topic.publish_many([b"two", b"three"])
+        self.topic.publish_deferred(b"four", 2.0)
+        self.assertEqual(self.scheduled, [1])
+        _, records = decode_records(self.recorder.builder.encode(1))
+        self.assertEqual([decode(d).body for d in records[0][3]], [b"one", b"two", b"three"])
+        self.assertEqual(records[1][0], OP_DEFERRED)
+        self.assertEqual(channel.depth(), 3)
+
+    def test_fin_and_req(self) -> None:
+        """FIN and REQ on a channel of the topic are recorded with the channel's name."""
+        channel = self.topic.get_channel("c")
+        consumer = FakeConsumer(ready_count=2)
+        self.topic.publish_many([b"a", b"b"])
+        channel.add_consumer(consumer)
+        channel.consumer_ready(consumer)
+        first, second = consumer.take()
+        channel.finish(consumer, first.id)
+        channel.requeue(consumer, second.id, 1.5)
+        _, records = decode_records(self.recorder.builder.encode(1))
+        self.assertEqual([(op, c) for op, _, c, _ in records[1:]], [(b"F", "c"), (b"R", "c")])
+        self.assertEqual(records[2][3], [encode_delay_item(1500, second.id)])
+
+    def test_full_sends_early(self) -> None:
+        """Past FLUSH_SIZE held bytes the recorder asks for a send at once."""
+        self.topic.publish(b"x" * 300000)
+        self.topic.publish(b"y")
+        self.assertEqual(self.full, [1])
+
+
+class TopicCopyTests(SynchronousTestCase):
+    """A standby's copy of one topic."""
+
+    def test_req_moves_to_end_with_delay(self) -> None:
+        """A REQ keeps the message, at the end of its channel, with the delay."""
+        copy = TopicCopy("t")
+        copy.apply(OP_CHANNEL_CREATE, "c", [])
+        copy.apply(OP_MESSAGES, "", [message(1), message(2)])
+        copy.apply(OP_REQ, "c", [encode_delay_item(3000, b"%016d" % (1,))])
+        self.assertEqual(
+            [decode(d).body for d in copy.channels["c"].values()], [b"body2", b"body1"]
+        )
+        self.assertEqual(copy.delays, {("c", b"%016d" % (1,)): 3000})
+
+    def test_take_over(self) -> None:
+        """Taken over: messages go to the broker's channels (deferred ones deferred), pauses kept."""
+        broker = make_broker()
+        copy = TopicCopy("t")
+        copy.apply(OP_CHANNEL_CREATE, "c", [])
+        copy.apply(OP_CHANNEL_CREATE, "p", [])
+        copy.apply(OP_CHANNEL_PAUSE, "p", [])
+        copy.apply(OP_MESSAGES, "", [message(1)])
+        copy.apply(OP_DEFERRED, "", [encode_delay_item(5000, message(2))])
+        self.assertEqual(copy.take_over(broker), 4)
+        topic = broker.topics["t"]
+        self.assertEqual((topic.channels["c"].depth(), topic.channels["c"].deferred_count), (1, 1))
+        self.assertTrue(topic.channels["p"].paused)
+        self.assertEqual(copy.count(), 0)
+
+    def test_delays_follow_channels(self) -> None:
+        """A held deferred message's delay goes with it to the first channel; FIN and empty drop delays."""
+        copy = TopicCopy("t")
+        copy.apply(OP_DEFERRED, "", [encode_delay_item(5000, message(1))])
+        copy.apply(OP_CHANNEL_CREATE, "c", [])
+        self.assertEqual(copy.delays, {("c", b"%016d" % (1,)): 5000})
+        copy.apply(OP_CHANNEL_EMPTY, "c", [])
+        self.assertEqual((copy.delays, copy.channels["c"]), ({}, {}))
+
+    def test_take_over_held(self) -> None:
+        """Messages held by the topic (no channel) stay held by the broker's topic."""
+        broker = make_broker()
+        copy = TopicCopy("t")
+        copy.apply(OP_MESSAGES, "", [message(1)])
+        copy.take_over(broker)
+        self.assertEqual(broker.topics["t"].depth(), 1)
+
+
+class SnapshotTests(SynchronousTestCase):
+    """What a new peer is sent of a channel or topic."""
+
+    def test_channel(self) -> None:
+        """In flight, then deferred, then queued; the queue is left as it was."""
+        broker = make_broker()
+        topic = broker.get_topic("t")
+        channel = topic.get_channel("c")
+        topic.publish_many([b"a", b"b", b"c"])
+        topic.publish_deferred(b"d", 10)
+        consumer = FakeConsumer(ready_count=1)
+        channel.add_consumer(consumer)
+        channel.consumer_ready(consumer)
+        found, complete = channel_snapshot(channel)
+        self.assertEqual([decode(d).body for d in found], [b"a", b"d", b"b", b"c"])
+        self.assertTrue(complete)
+        self.assertEqual(channel.depth(), 2)
+        consumer.take()
+
+    def test_limit_keeps_order(self) -> None:
+        """Past the limit the rest stays queued, in its order, and the snapshot says so."""
+        broker = make_broker()
+        topic = broker.get_topic("t")
+        topic.publish_many([b"a", b"b", b"c"])
+        found, complete = topic_snapshot(topic, limit=2)
+        self.assertEqual([decode(d).body for d in found], [b"a", b"b"])
+        self.assertFalse(complete)
+        queue = topic._queue
+        self.assertEqual([decode(queue.read()).body for _ in range(3)], [b"a", b"b", b"c"])

@@ -1,0 +1,73 @@
+"""Tests for :mod:`txnsq.protocol.mirror`: the records mirrored topics exchange."""
+
+from __future__ import annotations
+
+from twisted.trial.unittest import SynchronousTestCase
+
+from txnsq.protocol.mirror import (
+    OP_CHANNEL_CREATE,
+    OP_FIN,
+    OP_MESSAGES,
+    MirrorDecodeError,
+    RecordBuilder,
+    decode_ack,
+    decode_delay_item,
+    decode_records,
+    encode_ack,
+    encode_delay_item,
+)
+
+
+class RecordBuilderTests(SynchronousTestCase):
+    """Building and decoding data payloads."""
+
+    def test_round_trip(self) -> None:
+        """Records come back in order with their topic, channel and items."""
+        builder = RecordBuilder()
+        builder.add_one(OP_MESSAGES, "t", "", b"m1")
+        builder.add(OP_CHANNEL_CREATE, "t", "c", [])
+        builder.add_one(OP_FIN, "t", "c", b"0" * 16)
+        seq, records = decode_records(builder.encode(7))
+        self.assertEqual(seq, 7)
+        self.assertEqual(
+            records,
+            [
+                (OP_MESSAGES, "t", "", [b"m1"]),
+                (OP_CHANNEL_CREATE, "t", "c", []),
+                (OP_FIN, "t", "c", [b"0" * 16]),
+            ],
+        )
+        self.assertFalse(builder)
+
+    def test_runs_merged(self) -> None:
+        """Consecutive records of one op, topic and channel are one record."""
+        builder = RecordBuilder()
+        builder.add_one(OP_MESSAGES, "t", "", b"a")
+        builder.add(OP_MESSAGES, "t", "", [b"b", b"c"])
+        builder.add_one(OP_MESSAGES, "u", "", b"d")
+        _, records = decode_records(builder.encode(1))
+        self.assertEqual(
+            records, [(OP_MESSAGES, "t", "", [b"a", b"b", b"c"]), (OP_MESSAGES, "u", "", [b"d"])]
+        )
+        self.assertEqual(builder.count, 0)
+
+    def test_truncated(self) -> None:
+        """A payload cut short, or naming an unknown op, is MirrorDecodeError."""
+        builder = RecordBuilder()
+        builder.add_one(OP_MESSAGES, "t", "", b"message")
+        payload = builder.encode(1)
+        for cut in range(1, len(payload)):
+            if cut == 8:
+                continue  # the sequence number alone: no records
+            self.assertRaises(MirrorDecodeError, decode_records, payload[:cut])
+        self.assertRaises(MirrorDecodeError, decode_records, payload[:8] + b"Z" + payload[9:])
+
+    def test_ack(self) -> None:
+        """An ack is the 8-byte sequence number; other sizes are refused."""
+        self.assertEqual(decode_ack(encode_ack(12345)), 12345)
+        self.assertRaises(MirrorDecodeError, decode_ack, b"123")
+
+    def test_delay_item(self) -> None:
+        """A delayed item carries its delay in ms before the data."""
+        self.assertEqual(decode_delay_item(encode_delay_item(1500, b"x")), (1500, b"x"))
+        self.assertRaises(MirrorDecodeError, decode_delay_item, b"12")

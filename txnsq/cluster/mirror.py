@@ -1,0 +1,620 @@
+# -*- test-case-name: tests.test_cluster_mirror -*-
+"""
+Mirrored topics over NATS routes, between txnsq nodes.
+
+Every txnsq node of the cluster that mirrors (``--mirror-topics`` or
+``POST /topic/mirror``) says so in its route INFO (``"txnsq_mirror":
+{"id": ..., "epoch": ...}``: a stable node id kept in the data path, and
+a random id of this process).  A peer whose INFO has no such field (a
+nats-server) is never sent the internal subjects.
+
+- The node where a message is published sends it, with FINs, REQs and
+  channel changes (:mod:`txnsq.nsqd.mirror`), to every mirroring peer:
+  all records of one reactor turn in one payload on ``$NSQ.mirror.data``,
+  numbered; the peer applies them to its :class:`StandbyCopy` of this node
+  and acks the number on ``$NSQ.mirror.ack``.
+- ``--mirror-ack=sync``: a V2 connection's OK for a publish to a mirrored
+  topic leaves only when every mirroring peer routed now has acked the
+  payload that carried it (the connection stops reading meanwhile: a slow
+  standby slows producers).  ``async``: OKs leave at once; the peers' lag
+  is counted, and past ``MAX_LAG_BYTES`` unacked, producers wait as in
+  sync mode (bounded memory).
+- Copies are not delivered while their node is routed.  When it has been
+  unrouted for ``--mirror-failover-timeout``, or comes back as a new
+  process (another epoch: it was restarted and lost what it held in
+  memory), its copy is handed to this node's channels, which deliver it.
+- A peer going down releases the producers waiting for its acks: until it
+  is back, publishes are kept by this node alone.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from base64 import b32encode
+from typing import Any, Dict, List, Optional, Set, Tuple
+
+from twisted.logger import Logger
+
+from txnsq.cluster.route import RouteProtocol
+from txnsq.nsqd.broker import TopologyListener
+from txnsq.nsqd.mirror import (
+    CHANNEL_OPS,
+    FLUSH_SIZE,
+    MirrorRecorder,
+    StandbyCopy,
+    channel_snapshot,
+    topic_snapshot,
+)
+from txnsq.protocol.mirror import (
+    SUBJECT_ACK,
+    SUBJECT_DATA,
+    MirrorDecodeError,
+    decode_ack,
+    decode_records,
+    encode_ack,
+)
+from txnsq.protocol.nats_route import RouteMessages, encode_rmsg_head
+
+__all__ = ["Mirror", "MirrorPeer", "load_node_id"]
+
+#: The INFO field txnsq peers mirror through.
+INFO_FIELD = "txnsq_mirror"
+
+#: The account internal subjects travel in.
+ACCOUNT = "$G"
+
+#: Unacked bytes past which ``async`` mode holds producers too.
+MAX_LAG_BYTES = 64 * 1024 * 1024
+
+#: File (in ``--data-path``) keeping this node's mirror id across restarts.
+NODE_ID_FILE = "txnsq-mirror.id"
+
+
+def _random_id() -> str:
+    return b32encode(os.urandom(10)).decode().lower()
+
+
+def load_node_id(data_path: str) -> str:
+    """
+    This node's mirror id: read from ``data_path``, made and kept there if
+    new (a new one each start when it cannot be written there).
+    """
+    path = os.path.join(data_path or ".", NODE_ID_FILE)
+    try:
+        with open(path) as stream:
+            found = stream.read().strip()
+        if found:
+            return found
+    except OSError:
+        pass
+    node_id = _random_id()
+    try:
+        with open(path + ".tmp", "w") as stream:
+            stream.write(node_id + "\n")
+        os.replace(path + ".tmp", path)
+    except OSError as error:
+        # Mirroring still works; a restart will look like a new node
+        # (its standbys take over at once rather than at its return).
+        Logger().warn(
+            "mirror: cannot keep the node id in {path}: {error}", path=path, error=error
+        )
+    return node_id
+
+
+class MirrorPeer:
+    """A mirroring txnsq peer routed now."""
+
+    __slots__ = ("server_id", "route", "node_id", "epoch", "acked", "up_at")
+
+    def __init__(self, route: RouteProtocol, node_id: str, epoch: str, now: float) -> None:
+        self.server_id = route.server_id or ""
+        self.route = route
+        self.node_id = node_id
+        self.epoch = epoch
+        self.acked = 0
+        self.up_at = now
+
+
+class Mirror(TopologyListener):
+    """
+    One node's mirroring: what it sends its peers, the copies it keeps of
+    theirs, and failover.
+
+    :param broker: nsqd's broker.
+    :param node: the route node.
+    :param clock: ``IReactorTime``.
+    :param node_id: this node's stable mirror id (:func:`load_node_id`).
+    :param topics: regular expression of mirrored topic names (empty: only
+        those named by :meth:`mirror_topic`).
+    :param ack: ``"sync"`` or ``"async"``.
+    :param failover_timeout: seconds a peer may be unrouted before its copy
+        is delivered here.
+
+    :ivar seq: the number of the last payload sent.
+    :ivar copies: the copies kept, by the peer's node id.
+    :ivar taken_over: failovers done: dicts for /stats.
+    """
+
+    _log = Logger()
+
+    def __init__(
+        self,
+        broker: Any,
+        node: Any,
+        clock: Any,
+        node_id: str,
+        topics: str = "",
+        ack: str = "sync",
+        failover_timeout: float = 10.0,
+        max_lag_bytes: int = MAX_LAG_BYTES,
+        journal: Optional[Any] = None,
+    ) -> None:
+        self.broker = broker
+        self.node = node
+        self.clock = clock
+        self.node_id = node_id
+        self.epoch = _random_id()
+        self._pattern = re.compile(topics) if topics else None
+        self.named: Set[str] = set()
+        self.sync = ack == "sync"
+        self.failover_timeout = failover_timeout
+        self.max_lag_bytes = max_lag_bytes
+        self.recorder = MirrorRecorder(self._schedule, self.flush)
+        self.peers: Dict[str, MirrorPeer] = {}
+        self.seq = 0
+        self.copies: Dict[str, StandbyCopy] = {}
+        self.taken_over: List[Dict[str, Any]] = []
+        self.batches_sent = 0
+        self.bytes_sent = 0
+        self.batches_applied = 0
+        self.decode_errors = 0
+        self.producers_held = 0
+        #: Messages sent to peers as they came (catch-up), and catch-ups
+        #: cut short by CATCH_UP_LIMIT.
+        self.catch_up_messages = 0
+        self.catch_up_incomplete = 0
+        self._flush_call: Any = None
+        # (seq, size) of payloads some peer has not acked, oldest first.
+        self._unacked: List[Tuple[int, int]] = []
+        self.lag_bytes = 0
+        self._waiting: List[Tuple[int, Any]] = []
+        self._timers: Dict[str, Any] = {}
+        # The peer (node id) each route's server is, while routed.
+        self._down_since: Dict[str, float] = {}
+        self._head_cache: Dict[int, bytes] = {}
+        self._known_topics: Dict[str, int] = {}
+        self._mirrored: Dict[str, bool] = {}
+        #: Where copies are kept across restarts (a CopyJournal), or None.
+        self.journal = journal
+
+    # -- life --------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Hook into the broker and the route node; mark the existing topics."""
+        self.node.info_extra[INFO_FIELD] = {"id": self.node_id, "epoch": self.epoch}
+        self.node.observers.append(self)
+        self.node.internal_handler = self._internal
+        self.broker.add_listener(self)
+        self.broker.mirror_gate = self.gate
+        for topic in list(self.broker.topics.values()):
+            self.topic_created(topic)
+        if self.journal is not None:
+            for copy in self.journal.load():
+                # Kept from before a restart: delivered if its node does
+                # not come back within the timeout.
+                self.copies[copy.node_id] = copy
+                self._timers[copy.node_id] = self.clock.callLater(
+                    self.failover_timeout, self._failover, copy.node_id
+                )
+                self._log.info(
+                    "mirror: kept copy of {peer}: {count} messages",
+                    peer=copy.node_id,
+                    count=copy.count(),
+                )
+
+    def stop(self) -> None:
+        """Undo :meth:`start`; pending failovers are cancelled."""
+        if self in self.node.observers:
+            self.node.observers.remove(self)
+        self.node.internal_handler = None
+        self.broker.remove_listener(self)
+        self.broker.mirror_gate = None
+        for call in self._timers.values():
+            if call.active():
+                call.cancel()
+        self._timers.clear()
+        if self.journal is not None:
+            self.journal.close()
+        call, self._flush_call = self._flush_call, None
+        if call is not None and call.active():
+            call.cancel()
+        self._release_all()
+
+    # -- which topics ------------------------------------------------------------
+
+    def mirrored(self, name: str) -> bool:
+        """``name`` is a mirrored topic (asked by the NATS bridge per publish: cached)."""
+        found = self._mirrored.get(name)
+        if found is None:
+            pattern = self._pattern
+            found = name in self.named or (
+                pattern is not None and pattern.search(name) is not None
+            )
+            if len(self._mirrored) > 65536:
+                self._mirrored.clear()
+            self._mirrored[name] = found
+        return found
+
+    def mirror_topic(self, name: str) -> None:
+        """
+        Mirror topic ``name`` (``POST /topic/mirror``), created if need be.
+
+        :raises ValueError: not a valid topic name, or an ephemeral one.
+        """
+        if name.endswith("#ephemeral"):
+            raise ValueError("an ephemeral topic cannot be mirrored")
+        topic = self.broker.get_topic(name)
+        self.named.add(name)
+        self._mirrored.pop(name, None)
+        self.topic_created(topic)
+
+    def topic_created(self, topic: Any) -> None:
+        """A topic was made: mirrored if it should be."""
+        if topic.mirror is None and not topic.ephemeral and self.mirrored(topic.name):
+            topic.mirror = self.recorder
+            for channel in list(topic.channels.values()):
+                self.channel_created(topic, channel)
+
+    def channel_created(self, topic: Any, channel: Any) -> None:
+        """Peers create the channel in their copy."""
+        if topic.mirror is not None and not channel.ephemeral:
+            self.recorder.channel_changed(CHANNEL_OPS["create"], topic.name, channel.name)
+
+    def channel_deleted(self, topic: Any, channel: Any) -> None:
+        """Peers drop the channel from their copy."""
+        if topic.mirror is not None and not channel.ephemeral:
+            self.recorder.channel_changed(CHANNEL_OPS["delete"], topic.name, channel.name)
+
+    # -- sending ------------------------------------------------------------------
+
+    def _schedule(self) -> None:
+        if self._flush_call is None:
+            self._flush_call = self.clock.callLater(0, self.flush)
+
+    def flush(self) -> None:
+        """Send the records gathered to every peer, as one numbered payload."""
+        call, self._flush_call = self._flush_call, None
+        if call is not None and call.active():
+            call.cancel()
+        builder = self.recorder.builder
+        if not builder:
+            return
+        self.seq = seq = self.seq + 1
+        payload = builder.encode(seq)
+        size = len(payload)
+        head = self._head_cache.get(size)
+        if head is None:
+            if len(self._head_cache) > 1024:
+                self._head_cache.clear()
+            head = self._head_cache[size] = encode_rmsg_head(ACCOUNT, SUBJECT_DATA, size)
+        for peer in self.peers.values():
+            peer.route.send_message(head, payload)
+        self.batches_sent += 1
+        self.bytes_sent += size
+        if self.peers:
+            self._unacked.append((seq, size))
+            self.lag_bytes += size
+
+    def gate(self, connection: Any) -> bool:
+        """
+        The broker's mirror gate: True when ``connection``'s output must
+        wait for the peers' acks (it is then released by
+        ``connection.mirror_release()``).
+        """
+        if not self.peers:
+            return False
+        if self.sync:
+            self.flush()
+        elif self.lag_bytes <= self.max_lag_bytes:
+            return False
+        else:
+            self.flush()
+        target = self.seq
+        if self._acked() >= target:
+            return False
+        self._waiting.append((target, connection))
+        self.producers_held += 1
+        return True
+
+    def _acked(self) -> int:
+        peers = self.peers
+        if not peers:
+            return self.seq
+        return min(peer.acked for peer in peers.values())
+
+    def _release(self) -> None:
+        acked = self._acked()
+        unacked = self._unacked
+        if unacked and unacked[0][0] <= acked:
+            keep = 0
+            freed = 0
+            for seq, size in unacked:
+                if seq > acked:
+                    break
+                keep += 1
+                freed += size
+            del unacked[:keep]
+            self.lag_bytes -= freed
+        waiting = self._waiting
+        if waiting and waiting[0][0] <= acked:
+            done = [conn for seq, conn in waiting if seq <= acked]
+            self._waiting = [(seq, conn) for seq, conn in waiting if seq > acked]
+            for conn in done:
+                conn.mirror_release()
+
+    def _release_all(self) -> None:
+        waiting, self._waiting = self._waiting, []
+        for _, conn in waiting:
+            conn.mirror_release()
+
+    # -- receiving ----------------------------------------------------------------
+
+    def _internal(self, route: RouteProtocol, batch: RouteMessages) -> int:
+        count = len(batch.payloads)
+        peer = self.peers.get(route.server_id or "")
+        if peer is None:
+            # Not a mirroring peer (or not yet): nothing to do with it.
+            return count
+        if batch.subject == SUBJECT_DATA:
+            copy = self.copies.get(peer.node_id)
+            journal = self.journal
+            if copy is None or copy.epoch != peer.epoch:
+                copy = self.copies[peer.node_id] = StandbyCopy(peer.node_id, peer.epoch)
+                if journal is not None:
+                    journal.started(copy)
+            last = 0
+            for payload in batch.payloads:
+                try:
+                    seq, records = decode_records(payload)
+                except MirrorDecodeError as error:
+                    self.decode_errors += 1
+                    self._log.warn(
+                        "mirror: bad payload from {peer}: {error}", peer=peer.node_id, error=error
+                    )
+                    continue
+                copy.apply(seq, records)
+                if journal is not None:
+                    journal.applied(copy, payload)
+                self.batches_applied += 1
+                last = seq
+            topics = self.broker.topics
+            if len(copy.topics) != self._known_topics.get(peer.node_id, 0):
+                # A topic new to the copy: made here too, so that it is
+                # registered with nsqlookupd and consumers connect to this
+                # node before they need it.
+                self._known_topics[peer.node_id] = len(copy.topics)
+                for name in copy.topics:
+                    if name not in topics and not self.broker.exiting:
+                        self.broker.get_topic(name)
+            if last:
+                ack = encode_ack(last)
+                route.send_message(encode_rmsg_head(ACCOUNT, SUBJECT_ACK, len(ack)), ack)
+        elif batch.subject == SUBJECT_ACK:
+            for payload in batch.payloads:
+                try:
+                    seq = decode_ack(payload)
+                except MirrorDecodeError:
+                    self.decode_errors += 1
+                    continue
+                if seq > peer.acked:
+                    peer.acked = seq
+            self._release()
+        return count
+
+    # -- routes -------------------------------------------------------------------
+
+    def route_up(self, route: RouteProtocol) -> None:
+        """A server's route is up (or another connection to it took over)."""
+        fields = route.peer_info.get(INFO_FIELD)
+        if not isinstance(fields, dict):
+            return
+        node_id = str(fields.get("id", ""))
+        epoch = str(fields.get("epoch", ""))
+        if not node_id or node_id == self.node_id:
+            return
+        server_id = route.server_id or ""
+        existing = self.peers.get(server_id)
+        if existing is not None:
+            existing.route = route
+            return
+        peer = MirrorPeer(route, node_id, epoch, self.clock.seconds())
+        # Payloads sent before it was routed are none of its business.
+        peer.acked = self.seq
+        self.peers[server_id] = peer
+        self.recorder.live = True
+        timer = self._timers.pop(node_id, None)
+        if timer is not None and timer.active():
+            timer.cancel()
+        self._down_since.pop(node_id, None)
+        self._catch_up()
+        copy = self.copies.get(node_id)
+        if copy is not None and copy.epoch != epoch:
+            # The peer was restarted: what it held in memory is gone, and
+            # what it kept is ours to deliver from now on.
+            self._take_over(node_id, "restarted")
+        for done in self.taken_over:
+            if done["node_id"] == node_id and done["epoch"] == epoch:
+                done["split_brain"] = True
+                self._log.warn(
+                    "mirror: {peer} is back in the same process after its messages "
+                    "were taken over: both nodes delivered them (route down, both alive)",
+                    peer=node_id,
+                )
+        self._log.info("mirror: peer {peer} up", peer=node_id)
+
+    def _catch_up(self) -> None:
+        """
+        A peer came: send every mirrored topic's channels (created, paused)
+        and unfinished messages, each channel emptied first in the copies,
+        so that the new peer -- a restarted standby, or one back after the
+        route was down -- holds what this node holds.  The peers already
+        in step take the same again (their copies end up the same).
+        """
+        recorder = self.recorder
+        builder = recorder.builder
+        for topic in list(self.broker.topics.values()):
+            if topic.mirror is None:
+                continue
+            name = topic.name
+            for channel in list(topic.channels.values()):
+                if channel.ephemeral:
+                    continue
+                recorder.channel_changed(CHANNEL_OPS["create"], name, channel.name)
+                recorder.channel_changed(CHANNEL_OPS["empty"], name, channel.name)
+                if channel.paused:
+                    recorder.channel_changed(CHANNEL_OPS["pause"], name, channel.name)
+                messages, complete = channel_snapshot(channel)
+                self._send_chunks(name, channel.name, messages)
+                if not complete:
+                    self.catch_up_incomplete += 1
+            held, complete = topic_snapshot(topic)
+            self._send_chunks(name, "", held)
+            if not complete:
+                self.catch_up_incomplete += 1
+        if builder:
+            self.flush()
+
+    def _send_chunks(self, topic: str, channel: str, messages: List[bytes]) -> None:
+        """Record ``messages`` (of ``channel``, or of the topic), sent in payloads of FLUSH_SIZE."""
+        start = 0
+        size = 0
+        for index, data in enumerate(messages):
+            size += len(data)
+            if size >= FLUSH_SIZE:
+                self.recorder.handed_over(topic, channel, messages[start : index + 1])
+                self.flush()
+                start, size = index + 1, 0
+        if start < len(messages):
+            self.recorder.handed_over(topic, channel, messages[start:])
+        self.catch_up_messages += len(messages)
+
+    def route_down(self, server_id: str) -> None:
+        """A server has no route left: its copy fails over after the timeout."""
+        peer = self.peers.pop(server_id, None)
+        if peer is None:
+            return
+        if not self.peers:
+            self.recorder.live = False
+            self._unacked = []
+            self.lag_bytes = 0
+        self._release()
+        if not self.peers:
+            self._release_all()
+        node_id = peer.node_id
+        self._down_since[node_id] = self.clock.seconds()
+        if node_id in self.copies and node_id not in self._timers:
+            self._timers[node_id] = self.clock.callLater(
+                self.failover_timeout, self._failover, node_id
+            )
+        self._log.info(
+            "mirror: peer {peer} down; failover in {timeout}s",
+            peer=node_id,
+            timeout=self.failover_timeout,
+        )
+
+    def _failover(self, node_id: str) -> None:
+        self._timers.pop(node_id, None)
+        self._take_over(node_id, "unreachable")
+
+    def _take_over(self, node_id: str, reason: str) -> None:
+        copy = self.copies.pop(node_id, None)
+        if copy is None:
+            return
+        moved = copy.take_over(self.broker)
+        if self.journal is not None:
+            self.journal.discard(node_id)
+        self.taken_over.append(
+            {
+                "node_id": node_id,
+                "epoch": copy.epoch,
+                "reason": reason,
+                "messages": moved,
+                "at": self.clock.seconds(),
+                "split_brain": False,
+            }
+        )
+        self._log.warn(
+            "mirror: took over {count} messages of {peer} ({reason})",
+            count=moved,
+            peer=node_id,
+            reason=reason,
+        )
+
+    # -- stats --------------------------------------------------------------------
+
+    def topic_role(self, topic: Any) -> Optional[Dict[str, Any]]:
+        """A mirrored topic's marking in /stats, or ``None`` when not mirrored."""
+        if topic.mirror is None:
+            return None
+        name = topic.name
+        held = 0
+        from_live = False
+        live_ids = {peer.node_id for peer in self.peers.values()}
+        for node_id, copy in self.copies.items():
+            found = copy.topics.get(name)
+            if found is not None:
+                held += found.count()
+                from_live = from_live or node_id in live_ids
+        taken = [done for done in self.taken_over if done["messages"]]
+        if topic.message_count == 0 and from_live:
+            role = "standby"
+        elif taken:
+            role = "active (took over)"
+        else:
+            role = "primary"
+        return {
+            "role": role,
+            "standby_messages": held,
+            "peers": sorted(live_ids),
+            "ack": "sync" if self.sync else "async",
+            "lag_bytes": self.lag_bytes,
+        }
+
+    def stats(self) -> Dict[str, Any]:
+        """The ``mirror`` part of the cluster section of /stats."""
+        now = self.clock.seconds()
+        return {
+            "node_id": self.node_id,
+            "epoch": self.epoch,
+            "ack": "sync" if self.sync else "async",
+            "failover_timeout": self.failover_timeout,
+            "topics": sorted(
+                name for name, topic in self.broker.topics.items() if topic.mirror is not None
+            ),
+            "seq": self.seq,
+            "batches_sent": self.batches_sent,
+            "bytes_sent": self.bytes_sent,
+            "batches_applied": self.batches_applied,
+            "lag_bytes": self.lag_bytes,
+            "lag_batches": len(self._unacked),
+            "producers_waiting": len(self._waiting),
+            "producers_held": self.producers_held,
+            "decode_errors": self.decode_errors,
+            "catch_up_messages": self.catch_up_messages,
+            "catch_up_incomplete": self.catch_up_incomplete,
+            "peers": [
+                {
+                    "node_id": peer.node_id,
+                    "server_id": peer.server_id,
+                    "epoch": peer.epoch,
+                    "acked_seq": peer.acked,
+                }
+                for peer in self.peers.values()
+            ],
+            "peers_down": {
+                node_id: round(now - since, 3) for node_id, since in self._down_since.items()
+            },
+            "copies": [copy.stats() for copy in self.copies.values()],
+            "taken_over": list(self.taken_over),
+        }

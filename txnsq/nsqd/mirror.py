@@ -1,0 +1,391 @@
+# -*- test-case-name: tests.test_nsqd_mirror -*-
+"""
+Mirrored topics, the broker's side (no IO): what a mirrored topic's
+publishes, FINs, REQs and channel changes become (records, for the
+peers), and the copy a standby node keeps of another node's messages
+until it finishes them -- or fails over and delivers them itself.
+
+A topic is mirrored when its ``mirror`` attribute is a
+:class:`MirrorRecorder`; its channels tell the recorder of FINs and REQs.
+Records are gathered while a reactor turn runs and sent in one payload
+(:mod:`txnsq.cluster.mirror` does the sending), so the per-message cost
+is a list append.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+from txnsq.protocol.mirror import (
+    OP_CHANNEL_CREATE,
+    OP_CHANNEL_DELETE,
+    OP_CHANNEL_EMPTY,
+    OP_CHANNEL_PAUSE,
+    OP_CHANNEL_UNPAUSE,
+    OP_DEFERRED,
+    OP_FIN,
+    OP_MESSAGES,
+    OP_REQ,
+    Record,
+    RecordBuilder,
+    decode_delay_item,
+    encode_delay_item,
+)
+
+__all__ = ["MirrorRecorder", "StandbyCopy", "TopicCopy"]
+
+#: Records held before they are sent at once rather than at the turn's end.
+FLUSH_SIZE = 256 * 1024
+
+
+class MirrorRecorder:
+    """
+    Gathers the records of every mirrored topic of one node.
+
+    :param schedule: called when the first record after a send is added
+        (the sender sends at the end of the reactor turn).
+    :param full: called when :data:`FLUSH_SIZE` bytes are held (the sender
+        sends them now).
+
+    :ivar live: some peer takes the records; while none does, nothing is
+        gathered.
+    :ivar builder: the records not sent yet.
+    """
+
+    __slots__ = ("builder", "live", "_schedule", "_full")
+
+    def __init__(self, schedule: Callable[[], None], full: Callable[[], None]) -> None:
+        self.builder = RecordBuilder()
+        self.live = False
+        self._schedule = schedule
+        self._full = full
+
+    def _added(self, was_empty: bool) -> None:
+        if was_empty:
+            self._schedule()
+        elif self.builder.size >= FLUSH_SIZE:
+            self._full()
+
+    def published(self, topic: str, data: bytes) -> None:
+        """One message (encoded as the channels hold it) was published to ``topic``."""
+        if self.live:
+            builder = self.builder
+            was_empty = not builder
+            builder.add_one(OP_MESSAGES, topic, "", data)
+            self._added(was_empty)
+
+    def published_many(self, topic: str, messages: List[bytes]) -> None:
+        """Several messages were published to ``topic``, in this order."""
+        if self.live:
+            builder = self.builder
+            was_empty = not builder
+            builder.add(OP_MESSAGES, topic, "", messages)
+            self._added(was_empty)
+
+    def published_deferred(self, topic: str, data: bytes, delay: float) -> None:
+        """A message was published to ``topic`` to be delivered ``delay`` s later."""
+        if self.live:
+            builder = self.builder
+            was_empty = not builder
+            builder.add_one(OP_DEFERRED, topic, "", encode_delay_item(int(delay * 1000), data))
+            self._added(was_empty)
+
+    def finished(self, topic: str, channel: str, msg_id: bytes) -> None:
+        """A message of ``topic:channel`` was finished."""
+        if self.live:
+            builder = self.builder
+            was_empty = not builder
+            builder.add_one(OP_FIN, topic, channel, msg_id)
+            self._added(was_empty)
+
+    def requeued(self, topic: str, channel: str, msg_id: bytes, delay: float) -> None:
+        """A message of ``topic:channel`` was requeued with ``delay`` seconds."""
+        if self.live:
+            builder = self.builder
+            was_empty = not builder
+            builder.add_one(OP_REQ, topic, channel, encode_delay_item(int(delay * 1000), msg_id))
+            self._added(was_empty)
+
+    def handed_over(self, topic: str, channel: str, messages: List[bytes]) -> None:
+        """Messages of another node's copy were put in ``topic:channel`` here."""
+        if self.live:
+            builder = self.builder
+            was_empty = not builder
+            builder.add(OP_MESSAGES, topic, channel, messages)
+            self._added(was_empty)
+
+    def channel_changed(self, op: bytes, topic: str, channel: str) -> None:
+        """``topic:channel`` was created, deleted, emptied, paused or unpaused (``op``)."""
+        if self.live:
+            builder = self.builder
+            was_empty = not builder
+            builder.add(op, topic, channel, [])
+            self._added(was_empty)
+
+
+class TopicCopy:
+    """
+    A standby's copy of one topic of another node: the messages not yet
+    finished there, per channel (id -> encoded message; a dict keeps
+    their order), and those held by the topic itself (no channel yet).
+    Delays (DPUB, REQ) are kept apart, by ``(channel, id)`` (``""`` for
+    the topic's own), as few messages have one.
+    """
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.held: Dict[bytes, bytes] = {}
+        self.channels: Dict[str, Dict[bytes, bytes]] = {}
+        self.paused: Dict[str, bool] = {}
+        self.delays: Dict[Tuple[str, bytes], int] = {}
+
+    def count(self) -> int:
+        """Messages held in the copy (a message in two channels counts twice)."""
+        return len(self.held) + sum(len(messages) for messages in self.channels.values())
+
+    def apply(self, op: bytes, channel: str, items: List[bytes]) -> None:
+        """Apply one record."""
+        if op == OP_MESSAGES:
+            if channel:
+                # Messages of one channel only (a copy taken over, sent on).
+                messages = self.channels.get(channel)
+                if messages is None:
+                    messages = self.channels[channel] = {}
+                messages.update(zip([data[10:26] for data in items], items))
+            else:
+                self._add(items, None)
+        elif op == OP_FIN:
+            messages = self.channels.get(channel)
+            if messages is not None:
+                pop = messages.pop
+                for msg_id in items:
+                    pop(msg_id, None)
+                delays = self.delays
+                if delays:
+                    for msg_id in items:
+                        delays.pop((channel, msg_id), None)
+        elif op == OP_DEFERRED:
+            found = [decode_delay_item(item) for item in items]
+            self._add([data for _, data in found], [delay for delay, _ in found])
+        elif op == OP_REQ:
+            messages = self.channels.get(channel)
+            if messages is not None:
+                for item in items:
+                    delay_ms, msg_id = decode_delay_item(item)
+                    data = messages.pop(msg_id, None)
+                    if data is not None:
+                        # Back at the end of the queue, as on the node.
+                        messages[msg_id] = data
+                        if delay_ms > 0:
+                            self.delays[(channel, msg_id)] = delay_ms
+                        else:
+                            self.delays.pop((channel, msg_id), None)
+        elif op == OP_CHANNEL_CREATE:
+            if channel not in self.channels:
+                first = not self.channels
+                self.channels[channel] = self.held if first else {}
+                if first:
+                    self.held = {}
+                    self._rename_delays("", channel)
+        elif op == OP_CHANNEL_EMPTY and not channel:
+            # The topic emptied: what it held itself (channels keep theirs).
+            self.held = {}
+            self._rename_delays("", None)
+        elif op == OP_CHANNEL_DELETE or op == OP_CHANNEL_EMPTY:
+            if channel in self.channels:
+                if op == OP_CHANNEL_DELETE:
+                    del self.channels[channel]
+                    self.paused.pop(channel, None)
+                else:
+                    self.channels[channel] = {}
+                self._rename_delays(channel, None)
+        elif op == OP_CHANNEL_PAUSE:
+            self.paused[channel] = True
+        elif op == OP_CHANNEL_UNPAUSE:
+            self.paused.pop(channel, None)
+
+    def _rename_delays(self, old: str, new: Optional[str]) -> None:
+        """Move ``old``'s delays to ``new`` (``None``: drop them)."""
+        delays = self.delays
+        if not delays:
+            return
+        moved = [key for key in delays if key[0] == old]
+        for key in moved:
+            delay = delays.pop(key)
+            if new is not None:
+                delays[(new, key[1])] = delay
+
+    def _add(self, items: List[bytes], delays: Optional[List[int]]) -> None:
+        ids = [data[10:26] for data in items]
+        pairs = dict(zip(ids, items))
+        channels = self.channels
+        if channels:
+            for messages in channels.values():
+                messages.update(pairs)
+            names: List[str] = list(channels)
+        else:
+            self.held.update(pairs)
+            names = [""]
+        if delays is not None:
+            for name in names:
+                for msg_id, delay in zip(ids, delays):
+                    if delay > 0:
+                        self.delays[(name, msg_id)] = delay
+
+    def take_over(self, broker: Any) -> int:
+        """
+        Hand every message of the copy to ``broker``'s topic of the same
+        name, into the same channels (created if need be), in order; how
+        many were handed over.  A mirrored topic's recorder is told of
+        them, per channel, so that this node's own standbys copy them.
+        """
+        topic = broker.get_topic(self.name)
+        recorder = topic.mirror
+        delays = self.delays
+        moved = 0
+        for name, messages in self.channels.items():
+            channel = topic.get_channel(name)
+            if self.paused.get(name) and not channel.paused:
+                channel.pause()
+            for msg_id, data in messages.items():
+                delay_ms = delays.get((name, msg_id), 0) if delays else 0
+                if delay_ms > 0:
+                    channel.put_deferred(data, delay_ms / 1000.0)
+                else:
+                    channel.put(data)
+                moved += 1
+            if recorder is not None and messages:
+                recorder.handed_over(self.name, name, list(messages.values()))
+        held = list(self.held.items())
+        for msg_id, data in held:
+            delay_ms = delays.get(("", msg_id), 0) if delays else 0
+            topic.put_encoded(data, delay_ms / 1000.0)
+            moved += 1
+        if recorder is not None and held:
+            recorder.published_many(self.name, [data for _, data in held])
+        self.channels = {}
+        self.held = {}
+        self.delays = {}
+        return moved
+
+
+class StandbyCopy:
+    """
+    Everything a standby keeps of one other node (its mirror ``node_id``,
+    in its process ``epoch``): a :class:`TopicCopy` per topic.
+
+    :ivar applied: the sequence number of the last payload applied.
+    """
+
+    def __init__(self, node_id: str, epoch: str) -> None:
+        self.node_id = node_id
+        self.epoch = epoch
+        self.topics: Dict[str, TopicCopy] = {}
+        self.applied = 0
+        self.records = 0
+
+    def apply(self, seq: int, records: List[Record]) -> None:
+        """Apply one payload's records, in order."""
+        topics = self.topics
+        for op, topic, channel, items in records:
+            found = topics.get(topic)
+            if found is None:
+                found = topics[topic] = TopicCopy(topic)
+            found.apply(op, channel, items)
+        self.records += len(records)
+        self.applied = seq
+
+    def count(self) -> int:
+        """Messages held, over every topic."""
+        return sum(topic.count() for topic in self.topics.values())
+
+    def take_over(self, broker: Any) -> int:
+        """Hand every topic's messages to ``broker`` (:meth:`TopicCopy.take_over`)."""
+        moved = 0
+        for topic in self.topics.values():
+            moved += topic.take_over(broker)
+        self.topics = {}
+        return moved
+
+    def stats(self) -> Dict[str, Any]:
+        """This copy in /stats."""
+        return {
+            "node_id": self.node_id,
+            "epoch": self.epoch,
+            "applied_seq": self.applied,
+            "topics": {
+                name: {
+                    "held": len(topic.held),
+                    "channels": {c: len(m) for c, m in topic.channels.items()},
+                }
+                for name, topic in sorted(self.topics.items())
+            },
+        }
+
+
+#: Channel ops by the topology event or channel call that sends them.
+CHANNEL_OPS = {
+    "create": OP_CHANNEL_CREATE,
+    "delete": OP_CHANNEL_DELETE,
+    "empty": OP_CHANNEL_EMPTY,
+    "pause": OP_CHANNEL_PAUSE,
+    "unpause": OP_CHANNEL_UNPAUSE,
+}
+
+
+def recorder_of(topic: Any) -> Optional[MirrorRecorder]:
+    """``topic``'s recorder when it is mirrored, else ``None``."""
+    return getattr(topic, "mirror", None)
+
+
+#: The most messages of one channel (or topic) sent to a new peer.
+CATCH_UP_LIMIT = 200000
+
+
+def _drain_and_restore(queue: Any, limit: int) -> Tuple[List[bytes], bool]:
+    """
+    The messages in ``queue`` (an IBackendQueue), in order, read out and
+    put back (up to ``limit``: beyond it they stay where they are), and
+    whether that was all of them.
+    """
+    found: List[bytes] = []
+    depth = queue.depth()
+    take = min(depth, limit)
+    read = queue.read
+    for _ in range(take):
+        data = read()
+        if data is None:
+            break
+        found.append(data)
+    put = queue.put
+    for data in found:
+        put(data)
+    # What was not read (past the limit) is now ahead of what was put
+    # back: rotate it behind, so the order stays as it was.
+    for _ in range(depth - len(found)):
+        data = read()
+        if data is None:
+            break
+        put(data)
+    return found, depth <= limit
+
+
+def channel_snapshot(channel: Any, limit: int = CATCH_UP_LIMIT) -> Tuple[List[bytes], bool]:
+    """
+    A channel's unfinished messages: in flight, deferred (sent as due
+    now), then queued, in that order; and whether all of them fit in
+    ``limit``.
+    """
+    found = [entry.data for entry in channel._in_flight.values()]
+    found.extend(data for _, _, data in sorted(channel._deferred, key=lambda item: item[:2]))
+    queued, complete = _drain_and_restore(channel._queue, max(0, limit - len(found)))
+    found.extend(queued)
+    return found, complete and len(found) <= limit
+
+
+def topic_snapshot(topic: Any, limit: int = CATCH_UP_LIMIT) -> Tuple[List[bytes], bool]:
+    """The messages a topic holds itself (no channel yet, or paused), as :func:`channel_snapshot`."""
+    found = [data for data, _ in topic._backlog]
+    queued, complete = _drain_and_restore(topic._queue, max(0, limit - len(found)))
+    found.extend(queued)
+    return found, complete and len(found) <= limit

@@ -1,0 +1,211 @@
+# -*- test-case-name: tests.test_protocol_mirror -*-
+"""
+The records mirrored topics exchange between txnsq nodes, over a NATS
+route, on internal subjects that only txnsq peers are sent
+(``$NSQ.mirror.*``; a nats-server peer never sees them).
+
+A data payload (subject :data:`SUBJECT_DATA`) is a sequence number and a
+run of records, each::
+
+    op (1 byte) | topic length (1) | topic | channel length (1) | channel
+    | count (4, big-endian) | count item lengths (4 each) | the items
+
+with these ops and items:
+
+- ``M`` messages published (items: NSQ-encoded messages -- timestamp,
+  attempts, id, body -- as the channels hold them);
+- ``D`` deferred messages (items: delay in ms (4) + encoded message);
+- ``F`` FINs on a channel (items: 16-byte message ids);
+- ``R`` REQs on a channel (items: delay in ms (4) + message id);
+- ``C``, ``X``, ``E``, ``P``, ``U``: channel created, deleted, emptied,
+  paused, unpaused (no items).
+
+An ack (subject :data:`SUBJECT_ACK`) is the 8-byte sequence number of the
+last data payload the peer has applied.  Sans-IO: bytes in, values out.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import List, Tuple
+
+__all__ = [
+    "INTERNAL_PREFIX",
+    "MirrorDecodeError",
+    "Record",
+    "RecordBuilder",
+    "SUBJECT_ACK",
+    "SUBJECT_DATA",
+    "decode_ack",
+    "decode_records",
+    "encode_ack",
+]
+
+#: Subjects under this prefix are txnsq's own and never go to nats-server.
+INTERNAL_PREFIX = "$NSQ."
+SUBJECT_DATA = "$NSQ.mirror.data"
+SUBJECT_ACK = "$NSQ.mirror.ack"
+
+OP_MESSAGES = b"M"
+OP_DEFERRED = b"D"
+OP_FIN = b"F"
+OP_REQ = b"R"
+OP_CHANNEL_CREATE = b"C"
+OP_CHANNEL_DELETE = b"X"
+OP_CHANNEL_EMPTY = b"E"
+OP_CHANNEL_PAUSE = b"P"
+OP_CHANNEL_UNPAUSE = b"U"
+_OPS = frozenset(b"MDFRCXEPU")
+
+_SEQ = struct.Struct(">Q")
+_LEN = struct.Struct(">I")
+_pack_len = _LEN.pack
+_unpack_len = _LEN.unpack_from
+
+#: A decoded record: (op, topic, channel, items).
+Record = Tuple[bytes, str, str, List[bytes]]
+
+
+class MirrorDecodeError(ValueError):
+    """A mirror payload is malformed."""
+
+
+class RecordBuilder:
+    """
+    Records waiting to be sent, in order.  Consecutive records of the same
+    op for the same topic and channel are merged into one.
+
+    :ivar size: bytes of items held (an estimate of the payload's size).
+    :ivar count: items held.
+    """
+
+    __slots__ = ("_records", "_last", "size", "count")
+
+    def __init__(self) -> None:
+        self._records: List[Tuple[bytes, str, str, List[bytes]]] = []
+        self._last: Tuple[bytes, str, str] = (b"", "", "")
+        self.size = 0
+        self.count = 0
+
+    def __bool__(self) -> bool:
+        return bool(self._records)
+
+    def add(self, op: bytes, topic: str, channel: str, items: List[bytes]) -> None:
+        """Append ``items`` under ``op`` for ``topic`` (and ``channel``)."""
+        key = (op, topic, channel)
+        if self._last == key and items:
+            self._records[-1][3].extend(items)
+        else:
+            self._records.append((op, topic, channel, list(items)))
+            self._last = key
+        self.count += len(items)
+        self.size += sum(map(len, items)) + 4 * len(items)
+
+    def add_one(self, op: bytes, topic: str, channel: str, item: bytes) -> None:
+        """Append one item (the per-message path: no list made)."""
+        if self._last == (op, topic, channel):
+            self._records[-1][3].append(item)
+        else:
+            self._records.append((op, topic, channel, [item]))
+            self._last = (op, topic, channel)
+        self.count += 1
+        self.size += len(item) + 4
+
+    def encode(self, seq: int) -> bytes:
+        """The payload of everything held, numbered ``seq``; the builder is emptied."""
+        parts: List[bytes] = [_SEQ.pack(seq)]
+        append = parts.append
+        for op, topic, channel, items in self._records:
+            raw_topic = topic.encode("ascii")
+            raw_channel = channel.encode("ascii")
+            count = len(items)
+            append(
+                op
+                + bytes((len(raw_topic),))
+                + raw_topic
+                + bytes((len(raw_channel),))
+                + raw_channel
+                + _pack_len(count)
+            )
+            if count:
+                # Lengths together, then items together: two joins, no
+                # per-item pack.
+                append(struct.pack(">%dI" % count, *map(len, items)))
+                append(b"".join(items))
+        self._records = []
+        self._last = (b"", "", "")
+        self.size = 0
+        self.count = 0
+        return b"".join(parts)
+
+
+def decode_records(payload: bytes) -> Tuple[int, List[Record]]:
+    """
+    ``(seq, records)`` of a data payload.
+
+    :raises MirrorDecodeError: the payload is truncated or names an unknown op.
+    """
+    end = len(payload)
+    if end < 8:
+        raise MirrorDecodeError("mirror payload shorter than its sequence number")
+    seq = _SEQ.unpack_from(payload, 0)[0]
+    records: List[Record] = []
+    pos = 8
+    try:
+        while pos < end:
+            op = payload[pos : pos + 1]
+            if op[0] not in _OPS:
+                raise MirrorDecodeError("unknown mirror op %r" % (op,))
+            size = payload[pos + 1]
+            topic = payload[pos + 2 : pos + 2 + size].decode("ascii")
+            pos += 2 + size
+            size = payload[pos]
+            channel = payload[pos + 1 : pos + 1 + size].decode("ascii")
+            pos += 1 + size
+            count = _unpack_len(payload, pos)[0]
+            pos += 4
+            items: List[bytes] = []
+            if count:
+                if pos + 4 * count > end:
+                    raise MirrorDecodeError("mirror item lengths past the end of the payload")
+                lengths = struct.unpack_from(">%dI" % count, payload, pos)
+                pos += 4 * count
+                if pos + sum(lengths) > end:
+                    raise MirrorDecodeError("mirror item past the end of the payload")
+                append = items.append
+                for length in lengths:
+                    stop = pos + length
+                    append(payload[pos:stop])
+                    pos = stop
+            records.append((op, topic, channel, items))
+    except (IndexError, struct.error, UnicodeDecodeError) as error:
+        raise MirrorDecodeError("truncated mirror payload (%s)" % (error,))
+    return seq, records
+
+
+def encode_ack(seq: int) -> bytes:
+    """An ack payload: data payloads up to ``seq`` are applied."""
+    return _SEQ.pack(seq)
+
+
+def decode_ack(payload: bytes) -> int:
+    """
+    The sequence number of an ack payload.
+
+    :raises MirrorDecodeError: not 8 bytes.
+    """
+    if len(payload) != 8:
+        raise MirrorDecodeError("mirror ack of %d bytes" % (len(payload),))
+    return int(_SEQ.unpack(payload)[0])
+
+
+def encode_delay_item(delay_ms: int, data: bytes) -> bytes:
+    """A ``D`` or ``R`` item: the delay in ms, then the message or id."""
+    return _pack_len(max(0, min(delay_ms, 0xFFFFFFFF))) + data
+
+
+def decode_delay_item(item: bytes) -> Tuple[int, bytes]:
+    """``(delay_ms, rest)`` of a ``D`` or ``R`` item."""
+    if len(item) < 4:
+        raise MirrorDecodeError("delayed mirror item shorter than its delay")
+    return _unpack_len(item, 0)[0], item[4:]
