@@ -220,7 +220,7 @@ class NSQDHTTPAPI(GoRouter, PprofHandlers):
         """Describe this nsqd: version, addresses, ports and limits."""
         options = self.broker.options
         ports = self._ports()
-        return {
+        info = {
             "version": NSQ_VERSION,
             "broadcast_address": options.broadcast_address,
             "hostname": socket.gethostname(),
@@ -235,6 +235,11 @@ class NSQDHTTPAPI(GoRouter, PprofHandlers):
             # implemented, for clients that enable features by it.
             "txnsq_version": TXNSQ_VERSION,
         }
+        if ports.get("MetaQ"):
+            # With --metaq-address: where retained topics are read by offset
+            # (the Spark source finds the MetaQ listener through /info).
+            info["metaq_port"] = ports["MetaQ"]
+        return info
 
     @go_route(app, "POST", "/pub", logged=False, routes=ROUTES)
     def pub(self, request: IRequest) -> str:
