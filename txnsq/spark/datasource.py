@@ -49,7 +49,7 @@ from txnsq.spark.options import _get
 from txnsq.spark.blocking import BlockingConnection
 from txnsq.spark.consumer import DEFAULT_MAX_RDY, StreamConsumer, drain, nsqd_addresses
 from txnsq.spark.options import OptionError, SinkOptions, SourceOptions
-from txnsq.spark.publisher import publish_rows
+from txnsq.spark.publisher import publish_rows, publish_rows_idempotent
 from txnsq.spark.records import SOURCE_SCHEMA, NSQMessage, to_row
 
 try:
@@ -144,6 +144,10 @@ class NSQDataSource(DataSource):
     def _sink(self, schema: StructType) -> SinkOptions:
         options = SinkOptions.parse(self.options)
         check_sink_schema([(f.name, f.dataType.typeName()) for f in schema.fields], options.topic)
+        if options.idempotent and not options.metaq_addresses:
+            options.metaq_addresses = discover_metaq_addresses(self.options)
+            if not options.metaq_addresses:
+                raise OptionError("nsqd_http_addresses", "lists no nsqd with a MetaQ listener (--metaq-address)")
         return options
 
     def writer(self, schema: StructType, overwrite: bool) -> "NSQWriter":
@@ -539,6 +543,25 @@ def _partition_id() -> int:
     return context.partitionId() if context is not None else 0
 
 
+def _stream_batch_id() -> int:
+    """The micro-batch a streaming write task belongs to (Spark's local property)."""
+    from pyspark import TaskContext
+
+    context = TaskContext.get()
+    value = context.getLocalProperty("streaming.sql.batchId") if context is not None else None
+    if value is None:
+        raise RuntimeError("nsq sink: idempotent=true found no micro-batch id in the task")
+    return int(value)
+
+
+def _publish(iterator: Iterator[Any], options: SinkOptions, batch_id: Optional[int]) -> NSQCommitMessage:
+    partition = _partition_id()
+    if options.idempotent:
+        number = options.batch_id if batch_id is None else batch_id
+        return NSQCommitMessage(publish_rows_idempotent(iterator, options, partition, number), partition)
+    return NSQCommitMessage(publish_rows(iterator, options, partition), partition)
+
+
 def _total(messages: Sequence[Optional[WriterCommitMessage]]) -> int:
     return sum(m.count for m in messages if isinstance(m, NSQCommitMessage))
 
@@ -552,8 +575,7 @@ class NSQWriter(DataSourceWriter):
         self.published = 0
 
     def write(self, iterator: Iterator[Any]) -> NSQCommitMessage:
-        partition = _partition_id()
-        return NSQCommitMessage(publish_rows(iterator, self.options, partition), partition)
+        return _publish(iterator, self.options, None)
 
     def commit(self, messages: List[Optional[WriterCommitMessage]]) -> None:
         self.published = _total(messages)
@@ -571,8 +593,7 @@ class NSQStreamWriter(DataSourceStreamWriter):
         self.published = 0
 
     def write(self, iterator: Iterator[Any]) -> NSQCommitMessage:
-        partition = _partition_id()
-        return NSQCommitMessage(publish_rows(iterator, self.options, partition), partition)
+        return _publish(iterator, self.options, _stream_batch_id() if self.options.idempotent else None)
 
     def commit(self, messages: List[Optional[WriterCommitMessage]], batchId: int) -> None:
         count = _total(messages)
