@@ -1,15 +1,17 @@
 """
-A streaming query over a retained topic, as its own driver process (the
-exactly-once tests kill it with SIGKILL and start it again from its
-checkpoint):
+Streaming queries over a retained topic, in their own driver process (the
+exactly-once tests kill it with SIGKILL and start it again from the
+checkpoints):
 
     python -m tests_spark.offset_query --metaq 127.0.0.1:PORT --topic T \\
-        --checkpoint DIR parquet DIR
-    python -m tests_spark.offset_query --metaq 127.0.0.1:PORT --topic T \\
-        --checkpoint DIR nsq TARGET_TOPIC PRODUCER_ID
+        --checkpoint DIR [--parquet DIR] [--nsq TARGET_TOPIC PRODUCER_ID]
 
-It runs until killed, or with ``--available-now`` until it has read what
-the topic held when it started.  Each row written is the message body.
+One query per sink given, each reading the topic from the earliest offset
+with its own checkpoint (``DIR/parquet``, ``DIR/nsq``) and writing each
+message's body: Parquet files, or the ``nsq`` sink in idempotent mode into
+a second retained topic.  They run until killed, or with
+``--available-now`` until they have read what the topic held when they
+started.
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import Optional, Sequence
+import time
+from typing import Any, List, Optional, Sequence
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -27,11 +30,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--checkpoint", required=True)
     parser.add_argument("--available-now", action="store_true")
     parser.add_argument("--max-offsets", default="")
-    parser.add_argument("sink", choices=["parquet", "nsq"])
-    parser.add_argument("target")
-    parser.add_argument("producer_id", nargs="?", default="")
+    parser.add_argument("--parquet")
+    parser.add_argument("--nsq", nargs=2, metavar=("TARGET_TOPIC", "PRODUCER_ID"))
     args = parser.parse_args(argv)
 
+    began = time.time()
     os.environ["PYSPARK_PYTHON"] = sys.executable
     from pyspark.sql import SparkSession
 
@@ -49,33 +52,52 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     )
     spark.sparkContext.setLogLevel("ERROR")
     txnsq.spark.register(spark)
-    reader = (
-        spark.readStream.format("nsq")
-        .option("topic", args.topic)
-        .option("metaq_addresses", args.metaq)
-        .option("starting_offsets", "earliest")
-    )
-    if args.max_offsets:
-        reader = reader.option("max_offsets_per_trigger", args.max_offsets)
-    rows = reader.load().select("body")
-    if args.sink == "parquet":
-        writer = rows.writeStream.format("parquet").option("path", args.target)
-    else:
-        writer = (
-            rows.writeStream.format("nsq")
-            .option("topic", args.target)
+    print("session after %.1fs" % (time.time() - began,), flush=True)
+
+    def rows() -> Any:
+        reader = (
+            spark.readStream.format("nsq")
+            .option("topic", args.topic)
             .option("metaq_addresses", args.metaq)
-            .option("idempotent", "true")
-            .option("producer_id", args.producer_id)
+            .option("starting_offsets", "earliest")
         )
-    writer = writer.option("checkpointLocation", args.checkpoint)
-    if args.available_now:
-        writer = writer.trigger(availableNow=True)
-    else:
-        writer = writer.trigger(processingTime="500 milliseconds")
-    query = writer.start()
-    print("query started", flush=True)
-    query.awaitTermination()
+        if args.max_offsets:
+            reader = reader.option("max_offsets_per_trigger", args.max_offsets)
+        return reader.load().select("body")
+
+    writers = []
+    if args.parquet:
+        writers.append(("parquet", rows().writeStream.format("parquet").option("path", args.parquet)))
+    if args.nsq:
+        target, producer = args.nsq
+        writers.append(
+            (
+                "nsq",
+                rows()
+                .writeStream.format("nsq")
+                .option("topic", target)
+                .option("metaq_addresses", args.metaq)
+                .option("idempotent", "true")
+                .option("producer_id", producer),
+            )
+        )
+    queries: List[Any] = []
+    for name, writer in writers:
+        writer = writer.option("checkpointLocation", os.path.join(args.checkpoint, name)).queryName(name)
+        if args.available_now:
+            writer = writer.trigger(availableNow=True)
+        else:
+            writer = writer.trigger(processingTime="500 milliseconds")
+        queries.append(writer.start())
+    print("queries started after %.1fs" % (time.time() - began,), flush=True)
+    for query in queries:
+        query.awaitTermination()
+        for progress in query.recentProgress:
+            print(
+                "%s batch %d: %d rows, %s"
+                % (query.name, progress["batchId"], progress["numInputRows"], progress["durationMs"])
+            )
+    print("done after %.1fs" % (time.time() - began,), flush=True)
     spark.stop()
     return 0
 
