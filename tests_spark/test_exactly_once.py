@@ -34,22 +34,34 @@ _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 class _Publisher(threading.Thread):
-    """Publishes bodies ``0000000`` ... ``COUNT - 1`` in MPUBs of 500, spread over about ``seconds``."""
+    """
+    Publishes bodies ``0000000`` ... ``COUNT - 1`` in MPUBs of 500: one
+    share (``COUNT / KILLS``) each time :meth:`release` is called, spread
+    over about ``seconds``, so that every driver run has messages arriving.
+    """
 
     def __init__(self, address: str, topic: str, seconds: float) -> None:
         threading.Thread.__init__(self, daemon=True)
         self.address = address
         self.topic = topic
-        self.pause = seconds / (COUNT / 500)
+        self.share = COUNT // KILLS
+        self.pause = seconds / (self.share / 500)
+        self.releases = threading.Semaphore(0)
         self.error: Optional[BaseException] = None
+
+    def release(self) -> None:
+        """Let the next share be published."""
+        self.releases.release()
 
     def run(self) -> None:
         try:
             conn = BlockingConnection(self.address)
             try:
-                for start in range(0, COUNT, 500):
-                    conn.mpublish(self.topic, [b"%07d" % i for i in range(start, start + 500)])
-                    time.sleep(self.pause)
+                for first in range(0, COUNT, self.share):
+                    self.releases.acquire()
+                    for start in range(first, first + self.share, 500):
+                        conn.mpublish(self.topic, [b"%07d" % i for i in range(start, start + 500)])
+                        time.sleep(self.pause)
             finally:
                 conn.close()
         except BaseException as error:
@@ -117,19 +129,20 @@ class ExactlyOnceTests(SynchronousTestCase):
         by the nsq sink in idempotent mode hold each of the 200,000 messages
         once (0 missing, 0 duplicates) after 5 SIGKILLs of their driver.
         """
-        publisher = _Publisher(self.nsqd.tcp_address, self.source, 150.0)
+        publisher = _Publisher(self.nsqd.tcp_address, self.source, 15.0)
         publisher.start()
         rng = random.Random(19)
         mid_batch = 0
         for _ in range(KILLS):
             before = (self.commits("parquet"), self.commits("nsq"))
             process = self.driver("--max-offsets", "20000")
+            publisher.release()
 
             def committed() -> bool:
                 now = (self.commits("parquet"), self.commits("nsq"))
-                return now[0] > before[0] or now[1] > before[1] or process.poll() is not None
+                return (now[0] > before[0] and now[1] > before[1]) or process.poll() is not None
 
-            wait_until(committed, TIMEOUT, "a committed batch", 0.1)
+            wait_until(committed, TIMEOUT, "a committed batch of each query", 0.1)
             self.assertIsNone(process.poll(), "the driver exited: " + self.last_log())
             # Kill somewhere in the next batches, or between them.
             time.sleep(rng.uniform(0.0, 2.0))
