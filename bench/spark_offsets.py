@@ -71,6 +71,7 @@ class NSQD:
     """A txnsq nsqd child process with a MetaQ listener."""
 
     def __init__(self, data_path: str, *flags: str) -> None:
+        os.makedirs(data_path, exist_ok=True)
         script = os.path.join(os.path.dirname(sys.executable), "nsqd")
         command = [script] if os.path.exists(script) else [sys.executable, "-m", "txnsq.nsqd"]
         self.process = subprocess.Popen(
