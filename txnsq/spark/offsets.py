@@ -37,7 +37,6 @@ from txnsq.client.metaq import (
     MetaqResultError,
     id_time_threshold,
 )
-from txnsq.nsqd.retention import parse_timestamp
 from txnsq.spark.metaq import BlockingMetaqClient
 from txnsq.spark.options import OptionError, _addresses, _bool, _get, _int, _seconds, _topic
 
@@ -124,6 +123,9 @@ def parse_position(option: str, text: Optional[str], default: str) -> Position:
     if text.lower() in (EARLIEST, LATEST):
         return text.lower()
     if text.lower().startswith("timestamp:"):
+        # Imported here: the broker's modules are not needed by executors.
+        from txnsq.nsqd.retention import parse_timestamp
+
         try:
             nanoseconds = parse_timestamp(text.split(":", 1)[1])
         except ValueError as error:
