@@ -55,15 +55,17 @@ class _Publisher(threading.Thread):
 
     def run(self) -> None:
         try:
-            conn = BlockingConnection(self.address)
-            try:
-                for first in range(0, COUNT, self.share):
-                    self.releases.acquire()
+            for first in range(0, COUNT, self.share):
+                self.releases.acquire()
+                # A connection per share: an idle one would miss nsqd's
+                # heartbeats while a driver starts.
+                conn = BlockingConnection(self.address)
+                try:
                     for start in range(first, first + self.share, 500):
                         conn.mpublish(self.topic, [b"%07d" % i for i in range(start, start + 500)])
                         time.sleep(self.pause)
-            finally:
-                conn.close()
+                finally:
+                    conn.close()
         except BaseException as error:
             self.error = error
 
@@ -140,6 +142,8 @@ class ExactlyOnceTests(SynchronousTestCase):
 
             def committed() -> bool:
                 now = (self.commits("parquet"), self.commits("nsq"))
+                if publisher.error is not None:
+                    raise AssertionError("the publisher failed: %s" % (publisher.error,))
                 return (now[0] > before[0] and now[1] > before[1]) or process.poll() is not None
 
             wait_until(committed, TIMEOUT, "a committed batch of each query", 0.1)

@@ -83,17 +83,20 @@ class ClickPipelineTests(SynchronousTestCase):
                 # A batch directory being written as it was listed.
                 return 0
 
+        def published() -> list:
+            reader = self.spark.read.format("nsq").option("topic", out).option("metaq_addresses", metaq)
+            return [json.loads(r.body) for r in reader.load().collect()]
+
         wait_until(lambda: written() >= len(events), TIMEOUT, "the counts in Parquet", 1.0)
+        # The batch writes Parquet, then publishes.
+        wait_until(lambda: len(published()) >= len(expected), TIMEOUT, "the counts on the output topic", 1.0)
         query.stop()
         rows = self.spark.read.parquet(parquet).collect()
         self.assertEqual({(r.minute_ms, r.page): r["count"] for r in rows}, expected)
         self.assertEqual(len(rows), len(expected))
-        published = [
-            json.loads(r.body)
-            for r in self.spark.read.format("nsq").option("topic", out).option("metaq_addresses", metaq).load().collect()
-        ]
-        self.assertEqual({(p["minute_ms"], p["page"]): p["count"] for p in published}, expected)
-        self.assertEqual(len(published), len(expected))
+        found = published()
+        self.assertEqual({(p["minute_ms"], p["page"]): p["count"] for p in found}, expected)
+        self.assertEqual(len(found), len(expected))
 
     def _replay_data(self) -> Tuple[Any, str, Dict[Tuple[int, str], int], str, str]:
         """Three publishes to a retained topic; the middle one's counts and the times around it."""
