@@ -226,6 +226,13 @@ class InfoTests(HTTPTestCase):
         self.assertEqual(info["max_heartbeat_interval"], 60000000000)
         self.assertEqual(info["max_output_buffer_timeout"], 30000000000)
 
+    def test_info_metaq_port(self) -> None:
+        """With a MetaQ listener, /info ends with its port as metaq_port."""
+        self.ports["MetaQ"] = 8123
+        info = self.get("/info").json()
+        self.assertEqual(list(info)[-2:], ["txnsq_version", "metaq_port"])
+        self.assertEqual(info["metaq_port"], 8123)
+
 
 class PubTests(HTTPTestCase):
     """POST /pub publishes one message."""

@@ -20,7 +20,10 @@ from txnsq.metaq.backend import (
     MetaqRefused,
     NoSuchPartition,
     message_id_number,
+    parse_sequence,
+    sequence_attribute,
 )
+from txnsq.storage.log_format import with_attribute
 from txnsq.protocol.metaq import iter_records
 from txnsq.storage.log import OffsetOutOfRange, RecordTooLarge, TopicLog
 
@@ -155,6 +158,65 @@ class BrokerMetaqBackendTests(SynchronousTestCase):
         assert stats is not None
         self.assertEqual([s.next_offset for s in stats], [23, 0])
         self.assertIsNone(self.backend.partition_stats("plain"))
+
+
+class IdempotentPutTests(SynchronousTestCase):
+    """Puts whose attribute carries a producer and a sequence are appended once."""
+
+    def setUp(self) -> None:
+        self.broker = RetainedBroker(Clock(), self.mktemp())
+        self.addCleanup(self.broker.close)
+        self.backend = BrokerMetaqBackend(self.broker, "v9")
+
+    def put(self, producer: str, sequence: int, body: bytes, partition: int = 0) -> Tuple[int, int, int]:
+        return self.backend.put("out", partition, 1, with_attribute(sequence_attribute(producer, sequence), body))
+
+    def bodies(self, partition: int = 0) -> List[bytes]:
+        data = self.backend.read("out", partition, 0, 1 << 20)
+        return [record.payload for record in iter_records(data)]
+
+    def test_repeat_dropped(self) -> None:
+        """A sequence not above the producer's last appended one is answered with offset -1 and not stored."""
+        self.assertEqual(self.put("p/0", 0, b"a")[2], 0)
+        self.put("p/0", 1, b"b")
+        self.assertEqual(self.put("p/0", 1, b"b"), (0, 0, -1))
+        self.assertEqual(self.put("p/0", 0, b"a"), (0, 0, -1))
+        self.put("p/0", 5, b"c")
+        self.assertEqual(self.bodies(), [b"a", b"b", b"c"])
+
+    def test_producers_and_partitions_apart(self) -> None:
+        """Sequences are counted per producer and per partition."""
+        self.put("p/0", 3, b"a")
+        self.put("p/1", 1, b"b")
+        self.put("p/0", 1, b"c", partition=1)
+        self.assertEqual(self.bodies(0), [b"a", b"b"])
+        self.assertEqual(self.bodies(1), [b"c"])
+
+    def test_sequences_read_from_log(self) -> None:
+        """A new backend over the same logs (nsqd restarted) reads the last sequences from the records."""
+        self.put("p/0", 7, b"a")
+        self.backend.put("out", 0, 0, b"plain")
+        backend = BrokerMetaqBackend(self.broker, "v9")
+        data = with_attribute(sequence_attribute("p/0", 7), b"a")
+        self.assertEqual(backend.put("out", 0, 1, data), (0, 0, -1))
+        self.assertEqual(backend.put("out", 0, 1, with_attribute(sequence_attribute("p/0", 8), b"b"))[2], 65)
+        self.assertEqual(self.bodies(), [b"a", b"plain", b"b"])
+
+    def test_other_attributes(self) -> None:
+        """Any other attribute is an ordinary put; a malformed sequence attribute is 400."""
+        self.backend.put("out", 0, 1, with_attribute(b"key=1", b"a"))
+        self.backend.put("out", 0, 1, with_attribute(b"key=1", b"a"))
+        self.assertEqual(self.bodies(), [b"a", b"a"])
+        with self.assertRaises(MetaqRefused) as caught:
+            self.backend.put("out", 0, 1, with_attribute(b"txnsq-seq nonumber", b"x"))
+        self.assertEqual(caught.exception.code, 400)
+
+    def test_attribute_codec(self) -> None:
+        """sequence_attribute and parse_sequence are inverse; a producer with a space is refused."""
+        data = with_attribute(sequence_attribute("q/3", 12), b"body")
+        self.assertEqual(parse_sequence(1, data), (b"q/3", 12))
+        self.assertIsNone(parse_sequence(0, data))
+        self.assertRaises(ValueError, sequence_attribute, "a b", 1)
 
 
 class LogMetaqBackendTests(SynchronousTestCase):

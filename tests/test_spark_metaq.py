@@ -57,6 +57,28 @@ class BlockingMetaqClientTests(SynchronousTestCase):
         self.assertEqual(moved.offset, 0)
         self.assertEqual(client.get("t", 0, 5, 100, follow_moved=True).records[0].payload, b"abc")
 
+    def test_get_raw(self) -> None:
+        """get_raw returns the reply's record bytes unparsed, and raises as get does."""
+        client = self.connect()
+        client.put("t", 1, b"one")
+        client.put("t", 1, b"two")
+        raw = client.get_raw("t", 1, 0, 1000)
+        self.assertEqual(len(raw), 46)
+        self.assertEqual(raw[20:23] + raw[43:], b"onetwo")
+        self.assertEqual(client.get_raw("t", 1, 23, 1000)[20:], b"two")
+        self.assertRaises(MetaqEndOfPartition, client.get_raw, "t", 1, 46, 100)
+        self.assertRaises(MetaqMoved, client.get_raw, "t", 1, 5, 100)
+        self.assertRaises(MetaqNotFound, client.get_raw, "t", 9, 0, 100)
+
+    def test_put_many(self) -> None:
+        """put_many writes every put before reading the replies: results in order; a refusal raises after all are read."""
+        client = self.connect()
+        results = client.put_many("t", 0, [(b"a", None), (b"b", b"attr"), (b"c", None)])
+        self.assertEqual([r[2] for r in results], [0, 21, 50])
+        self.assertEqual([r.payload for r in client.get("t", 0, 0, 1000).records], [b"a", b"b", b"c"])
+        self.assertRaises(MetaqResultError, client.put_many, "t", 9, [(b"x", None)])
+        self.assertEqual(client.put("t", 0, b"d")[2], 71)
+
     def test_offset_stats_version(self) -> None:
         """offset, stats and version return the broker's answers."""
         client = self.connect()

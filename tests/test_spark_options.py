@@ -99,3 +99,21 @@ class SinkOptionsTests(SynchronousTestCase):
         self.assertEqual((options.max_msg_size, options.max_body_size), (92, 100))
         error = self.assertRaises(OptionError, SinkOptions.parse, {"nsqd_tcp_addresses": "a:1", "max_body_size": "8"})
         self.assertIn("'max_body_size'", str(error))
+
+    def test_idempotent(self) -> None:
+        """Idempotent mode needs a topic, a producer id without spaces and MetaQ addresses, not nsqd TCP addresses."""
+        options = SinkOptions.parse(
+            {"idempotent": "true", "topic": "t", "producer_id": "job-1", "metaq_addresses": "a:1,b:2", "batch_id": "4"}
+        )
+        self.assertEqual((options.idempotent, options.producer_id, options.batch_id), (True, "job-1", 4))
+        self.assertEqual(options.metaq_addresses, ["a:1", "b:2"])
+        base = {"idempotent": "true", "topic": "t", "producer_id": "p", "metaq_addresses": "a:1"}
+        for name, value, text in [
+            ("topic", "", "'topic' is required with idempotent=true"),
+            ("producer_id", "a b", "'producer_id' is required with idempotent=true"),
+            ("metaq_addresses", "", "'metaq_addresses' or 'nsqd_http_addresses' is required"),
+        ]:
+            error = self.assertRaises(OptionError, SinkOptions.parse, dict(base, **{name: value}))
+            self.assertIn(text, str(error))
+        error = self.assertRaises(OptionError, SinkOptions.parse, {"nsqd_tcp_addresses": "a:1", "producer_id": "p"})
+        self.assertIn("'producer_id' needs idempotent=true", str(error))

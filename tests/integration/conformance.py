@@ -99,8 +99,9 @@ PEER_QUIET_MS = 300
 HTTP_WITHIN_MS = 10000
 
 #: Keys txnsq adds to Go's JSON objects on purpose (``/info``'s
-#: ``txnsq_version``): allowed after all of Go's keys, never among them.
-EXTENSION_KEYS = frozenset(["txnsq_version"])
+#: ``txnsq_version``, ``metaq_port`` with ``--metaq-address``): allowed
+#: after all of Go's keys, never among them.
+EXTENSION_KEYS = frozenset(["txnsq_version", "metaq_port"])
 
 #: Where the fixture files are: test data of this repository, beside the tests.
 FIXTURE_DIR = os.path.join(

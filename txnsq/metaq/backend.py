@@ -31,13 +31,23 @@ from txnsq.protocol.names import is_valid_topic_name
 from txnsq.storage.log import PartitionLog, PartitionStats, TopicLog
 
 __all__ = [
+    "SEQUENCE_PREFIX",
     "BrokerMetaqBackend",
     "IMetaqBackend",
     "LogMetaqBackend",
     "MetaqRefused",
     "NoSuchPartition",
     "message_id_number",
+    "parse_sequence",
+    "sequence_attribute",
 ]
+
+#: The attribute of an idempotent put starts with this, then ``<producer>
+#: <sequence>``: nsqd drops a put whose sequence is not above the last one
+#: it appended for that producer to that partition (txnsq's extension).
+SEQUENCE_PREFIX = b"txnsq-seq "
+
+_ATTRIBUTE_LENGTH = struct.Struct(">i")
 
 _ID = struct.Struct(">q")
 
@@ -45,6 +55,66 @@ _ID = struct.Struct(">q")
 def message_id_number(msg_id: bytes) -> int:
     """A record's 8-byte message id as MetaQ's signed 64-bit ``msgId``."""
     return int(_ID.unpack(msg_id)[0])
+
+
+def sequence_attribute(producer: str, sequence: int) -> bytes:
+    """
+    The attribute that makes a put idempotent: ``txnsq-seq <producer>
+    <sequence>``.
+
+    :raises ValueError: a producer with whitespace, or a negative sequence.
+    """
+    if not producer or any(c.isspace() for c in producer) or sequence < 0:
+        raise ValueError("a producer id is a non-empty word and a sequence is >= 0")
+    return SEQUENCE_PREFIX + ("%s %d" % (producer, sequence)).encode("utf-8")
+
+
+def parse_sequence(flag: int, data: bytes) -> Optional[Tuple[bytes, int]]:
+    """
+    ``(producer, sequence)`` of a put's data whose attribute (``flag & 1``)
+    is :func:`sequence_attribute`'s; None for any other put.
+
+    :raises ValueError: the attribute starts with the prefix but is not
+        ``<producer> <sequence>``.
+    """
+    if not flag & 1 or len(data) < 4 + len(SEQUENCE_PREFIX):
+        return None
+    if data[4 : 4 + len(SEQUENCE_PREFIX)] != SEQUENCE_PREFIX:
+        return None
+    (length,) = _ATTRIBUTE_LENGTH.unpack_from(data, 0)
+    attribute = data[4 + len(SEQUENCE_PREFIX) : 4 + length]
+    producer, _, number = attribute.rpartition(b" ")
+    if not producer or not number.isdigit() or length > len(data) - 4:
+        raise ValueError("bad sequence attribute %r" % (data[4 : 4 + min(length, 64)],))
+    return producer, int(number)
+
+
+def _scan_sequences(log: PartitionLog) -> Dict[bytes, int]:
+    """The last sequence of each producer among a partition's retained records."""
+    from txnsq.storage.log import OffsetOutOfRange
+    from txnsq.storage.log_format import iter_records
+
+    found: Dict[bytes, int] = {}
+    offset = log.first_offset
+    while offset < log.next_offset:
+        try:
+            data, following = log.read(offset, 1024 * 1024)
+        except OffsetOutOfRange as moved:
+            if moved.nearest <= offset:
+                break
+            offset = moved.nearest
+            continue
+        if not data:
+            break
+        for record in iter_records(data, offset):
+            try:
+                sequence = parse_sequence(record.flag, record.data)
+            except ValueError:
+                continue
+            if sequence is not None and sequence[1] > found.get(sequence[0], -1):
+                found[sequence[0]] = sequence[1]
+        offset = following
+    return found
 
 
 class MetaqRefused(Exception):
@@ -165,6 +235,21 @@ class BrokerMetaqBackend:
         self.version = version
         # The next partition of each topic for puts to partition -1.
         self._turns: Dict[str, int] = {}
+        # Idempotent puts: the last sequence per producer, per (topic,
+        # partition), read from the log on the first such put.
+        self._sequences: Dict[Tuple[str, int], Tuple[Optional[PartitionLog], Dict[bytes, int]]] = {}
+
+    def _last_sequences(self, log: Optional[TopicLog], topic: str, partition: int) -> Dict[bytes, int]:
+        # Keyed by the partition's log too: a topic deleted and created
+        # again starts with no sequences.
+        key = (topic, partition)
+        current = log.partitions[partition] if log is not None and 0 <= partition < len(log.partitions) else None
+        known = self._sequences.get(key)
+        if known is not None and known[0] is current and current is not None:
+            return known[1]
+        table = _scan_sequences(current) if current is not None else {}
+        self._sequences[key] = (current, table)
+        return table
 
     def put(self, topic: str, partition: int, flag: int, data: bytes) -> Tuple[int, int, int]:
         """See :meth:`IMetaqBackend.put`."""
@@ -180,6 +265,16 @@ class BrokerMetaqBackend:
                 partition = turn % len(log.partitions)
                 self._turns[topic] = partition + 1
         try:
+            sequence = parse_sequence(flag, data)
+        except ValueError as error:
+            raise MetaqRefused(BAD_REQUEST, "put: %s" % (error,))
+        last: Optional[Dict[bytes, int]] = None
+        if sequence is not None:
+            last = self._last_sequences(log, topic, partition)
+            if sequence[1] <= last.get(sequence[0], -1):
+                # A repeat of what this producer already appended: dropped.
+                return 0, partition, -1
+        try:
             msg_id, partition, offset = broker.put_retained(topic, partition, flag, data)
         except LookupError:
             raise NoSuchPartition(topic, partition)
@@ -194,6 +289,9 @@ class BrokerMetaqBackend:
             # Storage that must write before nsqd answers (the NSQ side of
             # the message, in the channels' queues).
             barrier()
+        if sequence is not None:
+            # (Re)read after the put: a topic created by it has its log now.
+            self._last_sequences(broker.retained_log(topic), topic, partition)[sequence[0]] = sequence[1]
         return message_id_number(msg_id), partition, offset
 
     def read(self, topic: str, partition: int, offset: int, max_size: int) -> bytes:

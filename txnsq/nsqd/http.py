@@ -225,7 +225,7 @@ class NSQDHTTPAPI(GoRouter, PprofHandlers):
         """Describe this nsqd: version, addresses, ports and limits."""
         options = self.broker.options
         ports = self._ports()
-        return {
+        info = {
             "version": NSQ_VERSION,
             "broadcast_address": options.broadcast_address,
             "hostname": socket.gethostname(),
@@ -241,6 +241,11 @@ class NSQDHTTPAPI(GoRouter, PprofHandlers):
             "txnsq_version": TXNSQ_VERSION,
             **self._mirror_info(),
         }
+        if ports.get("MetaQ"):
+            # With --metaq-address: where retained topics are read by offset
+            # (the Spark source finds the MetaQ listener through /info).
+            info["metaq_port"] = ports["MetaQ"]
+        return info
 
     def _mirror_info(self) -> Dict[str, Any]:
         mirror = self.mirror

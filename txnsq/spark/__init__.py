@@ -4,11 +4,15 @@ NSQ topics in Spark: ``spark.readStream.format("nsq")``,
 Spark 4's Python Data Source API (install ``txnsq[spark]``).
 
 Call :func:`register` once per SparkSession.  Only :mod:`txnsq.spark.datasource`
-imports pyspark; the blocking client, the options, the spool and the MPUB
-batching are plain Python.
+imports pyspark (and :mod:`txnsq.spark.log_rows` numpy and pyarrow); the
+blocking clients, the options, the offsets, the spool and the MPUB batching
+are plain Python.
 
 - :mod:`txnsq.spark.blocking`: a blocking NSQ client over the shared codecs
 - :mod:`txnsq.spark.metaq`: a blocking MetaQ client (retained topics by offset)
+- :mod:`txnsq.spark.offsets`: the offset mode over retained topics (options,
+  discovery, offsets, planning, executors' reads)
+- :mod:`txnsq.spark.log_rows`: MetaQ ``get`` answers to Arrow record batches
 - :mod:`txnsq.spark.options`: the data source's options
 - :mod:`txnsq.spark.consumer`: the streaming consumer and the batch drain
 - :mod:`txnsq.spark.spool`: spooled micro-batches

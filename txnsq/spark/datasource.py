@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Any, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 from pyspark.sql.datasource import (
     DataSource,
@@ -34,14 +34,59 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from txnsq.spark.batching import check_sink_schema
+from txnsq.spark.offsets import (
+    OFFSET_OPTIONS,
+    LogOptions,
+    LogView,
+    OffsetSourceError,
+    ReadRange,
+    discover_metaq_addresses,
+    plan_ranges,
+    read_range,
+    topic_partitions,
+)
+from txnsq.spark.options import _get
 from txnsq.spark.blocking import BlockingConnection
 from txnsq.spark.consumer import DEFAULT_MAX_RDY, StreamConsumer, drain, nsqd_addresses
 from txnsq.spark.options import OptionError, SinkOptions, SourceOptions
-from txnsq.spark.publisher import publish_rows
+from txnsq.spark.publisher import publish_rows, publish_rows_idempotent
 from txnsq.spark.records import SOURCE_SCHEMA, NSQMessage, to_row
+
+try:
+    from pyspark.sql.streaming.datasource import (
+        ReadAllAvailable,
+        ReadMaxBytes,
+        ReadMaxRows,
+        SupportsTriggerAvailableNow,
+    )
+
+    #: Spark 4.2+ hands latestOffset a start and a ReadLimit (admission
+    #: control) and runs Trigger.AvailableNow on Python sources.
+    ADMISSION_CONTROL = True
+except ImportError:  # pragma: no cover - pyspark 4.0/4.1
+    ADMISSION_CONTROL = False
+
+    class SupportsTriggerAvailableNow:  # type: ignore[no-redef]
+        """Stand-in: this pyspark has no Trigger.AvailableNow for Python sources."""
+
+    class ReadAllAvailable:  # type: ignore[no-redef]
+        """Stand-in."""
+
+    class ReadMaxRows:  # type: ignore[no-redef]
+        """Stand-in."""
+
+        max_rows = 0
+
+    class ReadMaxBytes:  # type: ignore[no-redef]
+        """Stand-in."""
+
+        max_bytes = 0
 from txnsq.spark.spool import Spool, SpoolError, batch_number
+from txnsq.spark.log_rows import ARROW_SCHEMA, LOG_SOURCE_SCHEMA
 
 __all__ = [
+    "LogBatchReader",
+    "LogStreamReader",
     "NSQBatchReader",
     "NSQCommitMessage",
     "NSQDataSource",
@@ -67,18 +112,42 @@ class NSQDataSource(DataSource):
     def name(cls) -> str:
         return "nsq"
 
-    def schema(self) -> str:
-        return SOURCE_SCHEMA
+    def _log_addresses(self) -> Optional[List[str]]:
+        """
+        The MetaQ addresses to read by offset, or None for the channel mode
+        (decided once; see :func:`source_mode`).
+        """
+        if not hasattr(self, "_metaq"):
+            self._metaq = source_mode(self.options)
+        return self._metaq
 
-    def reader(self, schema: StructType) -> "NSQBatchReader":
+    def schema(self) -> str:
+        return SOURCE_SCHEMA if self._log_addresses() is None else LOG_SOURCE_SCHEMA
+
+    def reader(self, schema: StructType) -> "DataSourceReader":
+        addresses = self._log_addresses()
+        if addresses is not None:
+            return LogBatchReader(LogOptions.parse(self.options, addresses, streaming=False), schema)
         return NSQBatchReader(SourceOptions.parse(self.options, streaming=False))
 
-    def streamReader(self, schema: StructType) -> "NSQStreamReader":
+    def streamReader(self, schema: StructType) -> "DataSourceStreamReader":
+        addresses = self._log_addresses()
+        if addresses is not None:
+            options = LogOptions.parse(self.options, addresses, streaming=True)
+            if not ADMISSION_CONTROL:
+                for name in ("max_offsets_per_trigger", "max_bytes_per_trigger"):
+                    if getattr(options, name) is not None:
+                        raise OptionError(name, "needs pyspark 4.2 or later (admission control of Python sources)")
+            return LogStreamReader(options, schema)
         return NSQStreamReader(SourceOptions.parse(self.options, streaming=True))
 
     def _sink(self, schema: StructType) -> SinkOptions:
         options = SinkOptions.parse(self.options)
         check_sink_schema([(f.name, f.dataType.typeName()) for f in schema.fields], options.topic)
+        if options.idempotent and not options.metaq_addresses:
+            options.metaq_addresses = discover_metaq_addresses(self.options)
+            if not options.metaq_addresses:
+                raise OptionError("nsqd_http_addresses", "lists no nsqd with a MetaQ listener (--metaq-address)")
         return options
 
     def writer(self, schema: StructType, overwrite: bool) -> "NSQWriter":
@@ -86,6 +155,217 @@ class NSQDataSource(DataSource):
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> "NSQStreamWriter":
         return NSQStreamWriter(self._sink(schema))
+
+
+def source_mode(options: Mapping[str, str]) -> Optional[List[str]]:
+    """
+    Which mode a source reads in: the MetaQ addresses of the offset mode,
+    or None for the channel mode.
+
+    ``mode=channel`` or ``mode=offsets`` decides.  Otherwise (``auto``)
+    any offset option (``starting_offsets``, ``metaq_addresses``, ...)
+    means offsets; without one, offsets when the nsqds found (through
+    ``lookupd_http_addresses``) serve MetaQ and keep the topic retained,
+    else the channel.
+
+    :raises OptionError: a bad ``mode``, offset options with
+        ``mode=channel``, or offsets wanted and no MetaQ listener found.
+    """
+    mode = (_get(options, "mode") or "auto").lower()
+    if mode not in ("auto", "offsets", "channel"):
+        raise OptionError("mode", "must be auto, offsets or channel, not %r" % (mode,))
+    given = [name for name in OFFSET_OPTIONS if _get(options, name)]
+    if mode == "channel":
+        if given:
+            raise OptionError(given[0], "belongs to the offset mode, and mode is channel")
+        return None
+    wanted = mode == "offsets" or bool(given)
+    if not wanted and _get(options, "nsqd_tcp_addresses"):
+        # TCP addresses tell nothing of MetaQ: the channel mode, as before.
+        return None
+    addresses = discover_metaq_addresses(options)
+    if not addresses:
+        if wanted:
+            raise OptionError(
+                given[0] if given else "mode",
+                "needs the topic's log over MetaQ: give metaq_addresses, or nsqd_http_addresses or "
+                "lookupd_http_addresses of nsqds started with --metaq-address",
+            )
+        return None
+    if wanted:
+        return addresses
+    topic = _get(options, "topic") or ""
+    for address in addresses:
+        client = LogOptions(topic=topic, metaq_addresses=addresses).connect(address)
+        try:
+            if topic_partitions(client, topic) is None:
+                return None
+        finally:
+            client.close()
+    return addresses
+
+
+# -- offset mode -------------------------------------------------------------------
+
+
+class LogPartition(InputPartition):
+    """One :class:`~txnsq.spark.offsets.ReadRange`: a Spark task's records."""
+
+    def __init__(self, piece: ReadRange) -> None:
+        InputPartition.__init__(self, (piece.key, piece.start, piece.end))
+        self.piece = piece
+
+
+def _arrow_schema(schema: StructType) -> Any:
+    """The Arrow schema Spark expects of ``read()``'s batches for ``schema``."""
+    try:
+        from pyspark.sql.pandas.types import to_arrow_schema
+
+        return to_arrow_schema(schema, timezone="UTC")
+    except Exception:  # pragma: no cover - older pyspark
+        return ARROW_SCHEMA
+
+
+class _LogReading:
+    """What the offset mode's batch and stream readers share."""
+
+    options: LogOptions
+    arrow_schema: Any
+    _view: Optional[LogView]
+
+    def view(self) -> LogView:
+        if self._view is None:
+            self._view = LogView(self.options)
+        return self._view
+
+    def __getstate__(self) -> dict:
+        # Sockets stay on the driver; executors only read().
+        state = dict(self.__dict__)
+        state["_view"] = None
+        return state
+
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        if not isinstance(partition, LogPartition):
+            # Spark plans an empty read (nothing between the offsets) as
+            # one InputPartition(None).
+            return iter(())
+        return read_range(self.options, partition.piece, self.arrow_schema)
+
+
+class LogBatchReader(_LogReading, DataSourceReader):
+    """
+    ``spark.read.format("nsq")`` of a retained topic: the records from
+    ``starting_offsets`` (default earliest) to ``ending_offsets`` (default
+    latest), read by executors; nothing is consumed.
+    """
+
+    def __init__(self, options: LogOptions, schema: StructType) -> None:
+        self.options = options
+        self.arrow_schema = _arrow_schema(schema)
+        self._view = None
+
+    def partitions(self) -> List[InputPartition]:  # type: ignore[override]
+        view = self.view()
+        try:
+            spans = view.ranges()
+            start = view.resolve(self.options.starting_offsets, spans, "starting_offsets")
+            end = view.resolve(self.options.ending_offsets, spans, "ending_offsets")
+            for key, offset in end.items():
+                if offset < start[key]:
+                    raise OffsetSourceError(
+                        "nsq source: topic %s partition %s: ending offset %d is before the starting offset %d"
+                        % (self.options.topic, key, offset, start[key])
+                    )
+            return [LogPartition(piece) for piece in plan_ranges(view, start, end)]
+        finally:
+            view.close()
+            self._view = None
+
+
+class LogStreamReader(_LogReading, DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """
+    ``spark.readStream.format("nsq")`` of a retained topic, exactly once
+    with an idempotent sink.
+
+    Offsets ``{partition: byte offset}`` live in Spark's checkpoint;
+    ``latestOffset`` asks nsqd for each partition's next offset (capped by
+    the read limit, and by the target of Trigger.AvailableNow);
+    ``partitions`` turns a batch's offsets into byte ranges; executors
+    read them with MetaQ ``get``.  Nothing is held on the broker, and
+    ``commit`` has nothing to do: a replayed batch reads the same records.
+    """
+
+    def __init__(self, options: LogOptions, schema: StructType) -> None:
+        self.options = options
+        self.arrow_schema = _arrow_schema(schema)
+        self._view = None
+        self._target: Optional[Dict[str, int]] = None
+
+    def initialOffset(self) -> dict:
+        view = self.view()
+        return view.resolve(self.options.starting_offsets, view.ranges(), "starting_offsets")
+
+    def getDefaultReadLimit(self) -> Any:
+        if self.options.max_offsets_per_trigger is not None:
+            return ReadMaxRows(self.options.max_offsets_per_trigger)
+        if self.options.max_bytes_per_trigger is not None:
+            return ReadMaxBytes(self.options.max_bytes_per_trigger)
+        return ReadAllAvailable()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self._target = {key: span[1] for key, span in self.view().ranges().items()}
+
+    def reportLatestOffset(self) -> Optional[dict]:
+        return {key: span[1] for key, span in self.view().ranges().items()}
+
+    def latestOffset(self, start: Optional[dict] = None, limit: Any = None) -> dict:
+        view = self.view()
+        spans = view.ranges()
+        start = dict(start or {})
+        begin = {key: max(start.get(key, span[0]), span[0]) for key, span in spans.items()}
+        ends: Dict[str, int] = {}
+        for key, span in spans.items():
+            end = span[1]
+            if self._target is not None:
+                end = min(end, self._target.get(key, begin[key]))
+            ends[key] = max(end, start.get(key, end) if key in start else begin[key])
+        pending = [key for key in ends if ends[key] > begin[key]]
+        max_rows = getattr(limit, "max_rows", None)
+        max_bytes = getattr(limit, "max_bytes", None)
+        if isinstance(limit, ReadAllAvailable) or limit is None:
+            max_rows = max_bytes = None
+        elif self.options.max_bytes_per_trigger is not None and max_bytes is None:
+            max_bytes = self.options.max_bytes_per_trigger
+        if pending and max_bytes:
+            share = max(1, max_bytes // len(pending))
+            for key in pending:
+                ends[key] = view.after_bytes(key, begin[key], ends[key], share)
+        if pending and max_rows:
+            share = max(1, -(-max_rows // len(pending)))
+            for key in pending:
+                ends[key] = view.after_records(key, begin[key], ends[key], share)
+        for key, offset in start.items():
+            ends.setdefault(key, offset)
+        return ends
+
+    def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
+        view = self.view()
+        spans = view.ranges()
+        begin: Dict[str, int] = {}
+        for key, offset in end.items():
+            first = start.get(key, spans[key][0] if key in spans else 0)
+            if key in spans and first < spans[key][0] < offset + 1:
+                first = view.lost(key, first, min(spans[key][0], offset), "starting")
+            begin[key] = first
+        return [LogPartition(piece) for piece in plan_ranges(view, begin, end)]
+
+    def commit(self, end: dict) -> None:
+        pass
+
+    def stop(self) -> None:
+        if self._view is not None:
+            self._view.close()
+            self._view = None
 
 
 # -- batch source --------------------------------------------------------------
@@ -266,6 +546,25 @@ def _partition_id() -> int:
     return context.partitionId() if context is not None else 0
 
 
+def _stream_batch_id() -> int:
+    """The micro-batch a streaming write task belongs to (Spark's local property)."""
+    from pyspark import TaskContext
+
+    context = TaskContext.get()
+    value = context.getLocalProperty("streaming.sql.batchId") if context is not None else None
+    if value is None:
+        raise RuntimeError("nsq sink: idempotent=true found no micro-batch id in the task")
+    return int(value)
+
+
+def _publish(iterator: Iterator[Any], options: SinkOptions, batch_id: Optional[int]) -> NSQCommitMessage:
+    partition = _partition_id()
+    if options.idempotent:
+        number = options.batch_id if batch_id is None else batch_id
+        return NSQCommitMessage(publish_rows_idempotent(iterator, options, partition, number), partition)
+    return NSQCommitMessage(publish_rows(iterator, options, partition), partition)
+
+
 def _total(messages: Sequence[Optional[WriterCommitMessage]]) -> int:
     return sum(m.count for m in messages if isinstance(m, NSQCommitMessage))
 
@@ -279,8 +578,7 @@ class NSQWriter(DataSourceWriter):
         self.published = 0
 
     def write(self, iterator: Iterator[Any]) -> NSQCommitMessage:
-        partition = _partition_id()
-        return NSQCommitMessage(publish_rows(iterator, self.options, partition), partition)
+        return _publish(iterator, self.options, None)
 
     def commit(self, messages: List[Optional[WriterCommitMessage]]) -> None:
         self.published = _total(messages)
@@ -298,8 +596,7 @@ class NSQStreamWriter(DataSourceStreamWriter):
         self.published = 0
 
     def write(self, iterator: Iterator[Any]) -> NSQCommitMessage:
-        partition = _partition_id()
-        return NSQCommitMessage(publish_rows(iterator, self.options, partition), partition)
+        return _publish(iterator, self.options, _stream_batch_id() if self.options.idempotent else None)
 
     def commit(self, messages: List[Optional[WriterCommitMessage]], batchId: int) -> None:
         count = _total(messages)

@@ -21,11 +21,12 @@ from __future__ import annotations
 import socket
 import ssl
 import threading
-from typing import Any, Callable, Iterator, List, Optional, Tuple, Union
+from typing import Any, Callable, Iterator, List, Optional, Sequence, Tuple, Union
 
 from txnsq.addresses import split_host_port
 from txnsq.client.metaq import (
     DEFAULT_GROUP,
+    _refusal,
     DEFAULT_MAX_REPLY_SIZE,
     GetResult,
     LogRecord,
@@ -35,6 +36,7 @@ from txnsq.client.metaq import (
     MetaqProtocolError,
     MetaqRecordTooLarge,
     MetaqTimeoutError,
+    MetaqResultError,
     get_result,
     offset_result,
     put_request,
@@ -217,6 +219,73 @@ class BlockingMetaqClient:
             if not follow_moved:
                 raise
             return self.get(topic, partition, moved.offset, max_size, group, False)
+
+    def get_raw(self, topic: str, partition: int, offset: int, max_size: int, group: str = DEFAULT_GROUP) -> bytes:
+        """
+        The reply to a ``get`` as the broker sent it: whole records in
+        MetaQ's layout, not parsed or checked (the Spark source turns them
+        into Arrow columns itself).  Empty when the first record is larger
+        than ``max_size``.
+
+        :raises MetaqMoved: 301, with the offset to use.
+        :raises MetaqEndOfPartition: no message at ``offset`` yet.
+        :raises MetaqNotFound: no such topic or partition.
+        :raises MetaqResultError: other refusals.
+        :raises ValueError: ``max_size`` above ``max_reply_size``.
+        """
+        if max_size > self.max_reply_size:
+            raise ValueError("max_size %d is above %d" % (max_size, self.max_reply_size))
+        reply = self._call(GetRequest, topic, group, partition, offset, max_size)
+        if isinstance(reply, ResultResponse):
+            if reply.code == 200:
+                raise MetaqProtocolError("result 200 instead of value to get")
+            raise _refusal(reply, offset)
+        return reply.data
+
+    def put_many(
+        self, topic: str, partition: int, messages: Sequence[Tuple[bytes, Optional[bytes]]]
+    ) -> List[Tuple[int, int, int]]:
+        """
+        Store ``(body, attribute or None)`` messages in order, pipelined:
+        every ``put`` is written before the replies are read.  The result
+        of each, in order.
+
+        :raises MetaqResultError: one was refused (those before it, and
+            possibly some after it, were stored).
+        :raises MetaqConnectionError: the connection broke.
+        """
+        with self._lock:
+            if self._closed:
+                raise MetaqConnectionError("connection to %s is closed" % (self.address,))
+            first = self._opaque + 1
+            if first + len(messages) > _MAX_OPAQUE:
+                first = 1
+            chunks = []
+            for index, (body, attribute) in enumerate(messages):
+                chunks.append(put_request(topic, partition, body, 0, attribute, first + index).encode())
+            self._opaque = first + len(messages) - 1
+            try:
+                self._sock.sendall(b"".join(chunks))
+            except OSError as error:
+                self._break()
+                raise MetaqConnectionError("cannot write to %s: %s" % (self.address, error)) from None
+            results: List[Tuple[int, int, int]] = []
+            refused: Optional[MetaqResultError] = None
+            while len(results) < len(messages):
+                for item in self._read():
+                    if isinstance(item, MetaqError):
+                        self._break()
+                        raise MetaqProtocolError("bad reply from %s: %s" % (self.address, item.message))
+                    if not first <= item.opaque < first + len(messages):
+                        continue
+                    try:
+                        results.append(put_result(item))
+                    except MetaqResultError as error:
+                        refused = refused or error
+                        results.append((0, partition, -1))
+            if refused is not None:
+                raise refused
+            return results
 
     def offset(self, topic: str, partition: int, offset: int, group: str = DEFAULT_GROUP) -> int:
         """The valid offset nearest ``offset``. :raises MetaqResultError: refused."""

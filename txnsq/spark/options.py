@@ -210,6 +210,15 @@ class SinkOptions:
     :ivar max_body_size: the largest MPUB body (its ``--max-body-size``).
     :ivar publish_timeout: seconds to wait for nsqd's answer to an MPUB.
     :ivar settings: connection settings (TLS, AUTH, ...).
+    :ivar idempotent: publish with MetaQ ``put``\s carrying a producer id
+        and a sequence, which nsqd appends once (a retained target topic).
+    :ivar producer_id: idempotent mode: the name of this writer, the same
+        across restarts of the query (task ``i`` is producer ``<id>/<i>``).
+    :ivar batch_id: idempotent batch writes: the number of this write
+        (sequences are ``batch_id << 32 | row index``); streams use Spark's
+        micro-batch id.
+    :ivar metaq_addresses: idempotent mode: the MetaQ listeners to put to
+        (given, or found through ``nsqd_http_addresses``' ``/info``).
     """
 
     nsqd_tcp_addresses: List[str]
@@ -218,6 +227,10 @@ class SinkOptions:
     max_body_size: int = DEFAULT_MAX_BODY_SIZE
     publish_timeout: float = 30.0
     settings: ClientSettings = field(default_factory=ClientSettings)
+    idempotent: bool = False
+    producer_id: Optional[str] = None
+    batch_id: int = 0
+    metaq_addresses: List[str] = field(default_factory=list)
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> "SinkOptions":
@@ -227,7 +240,20 @@ class SinkOptions:
         :raises OptionError: naming the first option missing or invalid.
         """
         nsqd = _addresses(options, "nsqd_tcp_addresses")
-        if not nsqd:
+        idempotent = _bool(options, "idempotent")
+        producer_id = _get(options, "producer_id") or None
+        if idempotent:
+            if not _get(options, "topic"):
+                raise OptionError("topic", "is required with idempotent=true (one retained target topic)")
+            if not producer_id or any(c.isspace() for c in producer_id):
+                raise OptionError(
+                    "producer_id", "is required with idempotent=true: a name without spaces, the same across restarts"
+                )
+            if not (_get(options, "metaq_addresses") or _get(options, "nsqd_http_addresses")):
+                raise OptionError("metaq_addresses", "or 'nsqd_http_addresses' is required with idempotent=true")
+        elif producer_id:
+            raise OptionError("producer_id", "needs idempotent=true")
+        if not nsqd and not idempotent:
             if _get(options, "lookupd_http_addresses"):
                 raise OptionError("nsqd_tcp_addresses", "is required to publish (lookupds only list consumers' sources)")
             raise OptionError("nsqd_tcp_addresses", "is required")
@@ -244,4 +270,8 @@ class SinkOptions:
             max_body_size=max_body_size,
             publish_timeout=_seconds(options, "publish_timeout", 30.0) or 30.0,
             settings=client_settings(options),
+            idempotent=idempotent,
+            producer_id=producer_id,
+            batch_id=_int(options, "batch_id", 0, 0),
+            metaq_addresses=_addresses(options, "metaq_addresses"),
         )

@@ -6,14 +6,17 @@ rows to one nsqd with MPUB, in batches that nsqd accepts.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, Optional
+from typing import Any, Callable, Iterable, List, Optional, Tuple
 
 from txnsq.protocol.v2_client import NSQError
 from txnsq.spark.batching import MPubBatcher, RowError, row_message
 from txnsq.spark.blocking import BlockingConnection
 from txnsq.spark.options import SinkOptions
 
-__all__ = ["PublishError", "publish_rows"]
+__all__ = ["PublishError", "publish_rows", "publish_rows_idempotent"]
+
+#: Idempotent puts written before their replies are read.
+PUT_PIPELINE = 2000
 
 Connect = Callable[[str, SinkOptions], BlockingConnection]
 
@@ -87,4 +90,85 @@ def publish_rows(
     finally:
         if conn is not None:
             conn.close()
+    return published
+
+
+def _connect_metaq(address: str, options: SinkOptions) -> Any:
+    from txnsq.spark.metaq import BlockingMetaqClient
+
+    settings = options.settings
+    return BlockingMetaqClient(
+        address,
+        auth_secret=settings.auth_secret,
+        connect_timeout=settings.connect_timeout,
+        request_timeout=options.publish_timeout,
+    )
+
+
+def publish_rows_idempotent(
+    rows: Iterable[Any],
+    options: SinkOptions,
+    task: int,
+    batch_id: int,
+    connect: Callable[[str, SinkOptions], Any] = _connect_metaq,
+) -> int:
+    """
+    Put ``rows`` to partition ``task`` modulo the target topic's partitions,
+    over MetaQ (``metaq_addresses[task % n]``), each carrying producer
+    ``<producer_id>/<task>`` and sequence ``batch_id << 32 | row index``:
+    nsqd appends a put only if its sequence is above the last one it
+    appended for that producer, so a replayed batch that yields the same
+    rows in the same order appends each row once.  How many rows were put
+    (repeats included).
+
+    :raises RowError: as :func:`publish_rows`.
+    :raises PublishError: the topic is not retained, or a put was refused.
+    :raises txnsq.client.metaq.MetaqConnectionError: nsqd unreachable.
+    """
+    from txnsq.client.metaq import MetaqResultError
+    from txnsq.metaq.backend import sequence_attribute
+    from txnsq.spark.offsets import topic_partitions
+
+    address = options.metaq_addresses[task % len(options.metaq_addresses)]
+    producer = "%s/%d" % (options.producer_id, task)
+    base = batch_id << 32
+    client: Any = None
+    partition = 0
+    pending: List[Tuple[bytes, Optional[bytes]]] = []
+    published = 0
+    topic = options.topic
+    assert topic is not None
+
+    def send() -> None:
+        nonlocal published
+        try:
+            client.put_many(topic, partition, pending)
+        except MetaqResultError as error:
+            raise PublishError(
+                "nsq sink: nsqd %s refused idempotent puts of rows %d to %d (topic %s partition %d): %s"
+                % (address, published, published + len(pending) - 1, topic, partition, error)
+            ) from None
+        published += len(pending)
+        del pending[:]
+
+    try:
+        for index, row in enumerate(rows):
+            _, body = row_message(row, index, topic, options.max_msg_size)
+            if client is None:
+                client = connect(address, options)
+                partitions = topic_partitions(client, topic)
+                if not partitions:
+                    raise PublishError(
+                        "nsq sink: topic %s is not retained on the nsqd with MetaQ at %s; idempotent writes need a "
+                        "retained target topic (POST /topic/retention?topic=%s&bytes=N)" % (topic, address, topic)
+                    )
+                partition = task % len(partitions)
+            pending.append((body, sequence_attribute(producer, base | index)))
+            if len(pending) >= PUT_PIPELINE:
+                send()
+        if pending:
+            send()
+    finally:
+        if client is not None:
+            client.close()
     return published
