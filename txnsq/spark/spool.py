@@ -20,6 +20,7 @@ import re
 import struct
 from typing import List, Optional, Sequence
 
+from txnsq.files import write_file_atomically
 from txnsq.spark.records import NSQMessage
 
 __all__ = ["Spool", "SpoolError", "batch_number"]
@@ -49,14 +50,6 @@ class Spool:
     def _file(self, batch: int) -> str:
         return os.path.join(self.path, "batch-%d.spool" % (batch,))
 
-    def _write_atomically(self, name: str, data: bytes) -> None:
-        tmp = name + ".tmp"
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, name)
-
     def write(self, batch: int, messages: Sequence[NSQMessage]) -> None:
         """Spool ``messages`` as batch ``batch`` (replacing an older file of that number)."""
         parts = [_MAGIC]
@@ -66,7 +59,7 @@ class Spool:
             parts.append(pack(m.id, m.timestamp, m.attempts, len(nsqd), len(m.body)))
             parts.append(nsqd)
             parts.append(m.body)
-        self._write_atomically(self._file(batch), b"".join(parts))
+        write_file_atomically(self._file(batch), b"".join(parts))
 
     def read(self, batch: int) -> List[NSQMessage]:
         """
@@ -127,7 +120,7 @@ class Spool:
 
     def set_last_batch(self, batch: int) -> None:
         """Remember ``batch`` as the last number handed out."""
-        self._write_atomically(os.path.join(self.path, _LAST), b"%d\n" % (batch,))
+        write_file_atomically(os.path.join(self.path, _LAST), b"%d\n" % (batch,))
 
 
 def batch_number(offset: Optional[dict]) -> int:
