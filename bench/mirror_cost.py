@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import statistics
 import sys
 import tempfile
@@ -38,22 +37,11 @@ from nsqd_harness import (  # noqa: E402
     NSQDChild,
     V2Connection,
     create_channel,
+    free_ports,
     mpub_command,
     nsqd_command,
     pub_command,
 )
-
-
-def free_ports(count: int) -> List[int]:
-    sockets = []
-    for _ in range(count):
-        sock = socket.socket()
-        sock.bind(("127.0.0.1", 0))
-        sockets.append(sock)
-    ports = [sock.getsockname()[1] for sock in sockets]
-    for sock in sockets:
-        sock.close()
-    return ports
 
 
 def stats(http_port: int) -> Dict[str, Any]:

@@ -26,7 +26,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import sys
 import tempfile
 from collections import Counter
@@ -40,21 +39,13 @@ from twisted.internet.task import LoopingCall, deferLater
 import treq
 from txnsq.client import Consumer, Message, Producer
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from nsqd_harness import free_ports  # noqa: E402
+
 TOPIC = "orders"
 CHANNEL = "billing"
 TICKS_PER_SECOND = 100
-
-
-def free_ports(count: int) -> List[int]:
-    sockets = []
-    for _ in range(count):
-        sock = socket.socket()
-        sock.bind(("127.0.0.1", 0))
-        sockets.append(sock)
-    ports = [sock.getsockname()[1] for sock in sockets]
-    for sock in sockets:
-        sock.close()
-    return ports
 
 
 class Child(ProcessProtocol):

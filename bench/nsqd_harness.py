@@ -112,6 +112,19 @@ class ProtocolError(NSQDError):
     """nsqd answered with an error frame, or broke the V2 framing."""
 
 
+def free_ports(count: int) -> List[int]:
+    """``count`` distinct free TCP ports on 127.0.0.1 (free when asked: another process may take one)."""
+    sockets = []
+    for _ in range(count):
+        sock = socket.socket()
+        sock.bind(("127.0.0.1", 0))
+        sockets.append(sock)
+    ports = [sock.getsockname()[1] for sock in sockets]
+    for sock in sockets:
+        sock.close()
+    return ports
+
+
 def nsqd_command(override: Optional[str] = None) -> List[str]:
     """
     The command that runs nsqd.
