@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.test_spark_blocking -*-
+# -*- test-case-name: tests.integration.test_spark_blocking -*-
 """
 A small blocking NSQ client (one socket, no reactor) for Spark's driver and
 executors, which run plain Python and must not start a Twisted reactor.

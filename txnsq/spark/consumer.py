@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.test_spark_consumer -*-
+# -*- test-case-name: tests.integration.test_spark_consumer -*-
 """
 Consuming for Spark, over :mod:`txnsq.spark.blocking` connections.
 
