@@ -253,11 +253,57 @@ def connect(reactor: Any, port: int, host: str = "127.0.0.1") -> Generator[Any, 
     return client  # type: ignore[no-any-return]
 
 
+class FinishingClient(NSQClient):
+    """A consumer that sends ``FIN`` for every message as it arrives."""
+
+    def dataReceived(self, data: bytes) -> None:
+        before = len(self.messages)
+        NSQClient.dataReceived(self, data)
+        if self.transport is not None and self.lost is None:
+            for message in self.messages[before:]:
+                self.fin(message.id)
+
+
+@inlineCallbacks
+def receive_exactly(
+    reactor: Any,
+    port: int,
+    topic: str,
+    channel: str,
+    count: int,
+    wait: float,
+    quiet: float = 1.0,
+    ready: int = 2500,
+) -> Generator[Any, Any, List[bytes]]:
+    """
+    Subscribe a :class:`FinishingClient` with RDY ``ready`` and receive:
+    the bodies, once ``count`` arrived and no more came within ``quiet``
+    seconds.
+
+    :raises AssertionError: fewer than ``count`` within ``wait`` seconds,
+        or more than ``count``.
+    """
+    endpoint = TCP4ClientEndpoint(reactor, "127.0.0.1", port, timeout=CONNECT_TIMEOUT)
+    client = yield endpoint.connect(Factory.forProtocol(lambda: FinishingClient(reactor)))
+    try:
+        yield client.sub(topic, channel)
+        client.rdy(ready)
+        arrived = yield client.wait_messages(count, wait)
+        if not arrived:
+            raise AssertionError("%d of %d arrived" % (len(client.messages), count))
+        more = yield client.wait_messages(count + 1, quiet)
+        if more:
+            raise AssertionError("more than %d arrived" % (count,))
+    finally:
+        yield client.close()
+    return [message.body for message in client.messages]
+
+
 # -- IDENTIFY feature negotiation and the upgrades (TLS, snappy, deflate) --------
 
 from typing import Dict  # noqa: E402
 
-__all__ += ["UpgradingNSQClient", "connect_upgrading"]
+__all__ += ["FinishingClient", "UpgradingNSQClient", "connect_upgrading", "receive_exactly"]
 
 
 class UpgradingNSQClient(NSQClient):

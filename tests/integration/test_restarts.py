@@ -22,7 +22,7 @@ from twisted.internet.task import LoopingCall, deferLater
 from twisted.python.failure import Failure
 from twisted.trial.unittest import TestCase
 
-from tests.integration.nsq_client import NSQClient, connect
+from tests.integration.nsq_client import FinishingClient, NSQClient, connect
 from tests.integration.nsqd_process import ExitStatus, NSQDProcess
 from tests.integration.test_http_process import http_client
 from tests.integration.test_nsqd_process import LOOPBACK, ProcessStarter
@@ -43,17 +43,6 @@ PER_TICK = 20
 WINDOW = 32
 
 DURABLE = ["--mem-queue-size=0", "--sync-every=1"]
-
-
-class FinishingClient(NSQClient):
-    """A consumer that sends ``FIN`` for every message as it arrives."""
-
-    def dataReceived(self, data: bytes) -> None:
-        before = len(self.messages)
-        NSQClient.dataReceived(self, data)
-        if self.transport is not None and self.lost is None:
-            for message in self.messages[before:]:
-                self.fin(message.id)
 
 
 class Producer:

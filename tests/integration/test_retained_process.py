@@ -16,18 +16,15 @@ import time
 from collections import Counter, defaultdict
 from typing import Any, Dict, Generator, List, Sequence, Tuple
 
-from twisted.internet.defer import gatherResults, inlineCallbacks
-from twisted.internet.endpoints import TCP4ClientEndpoint
-from twisted.internet.protocol import Factory
+from twisted.internet.defer import Deferred, gatherResults, inlineCallbacks
 from twisted.internet.task import deferLater
 from twisted.internet.utils import getProcessOutputAndValue
 from twisted.trial.unittest import TestCase
 
-from tests.integration.nsq_client import NSQClient, connect
+from tests.integration.nsq_client import NSQClient, connect, receive_exactly
 from tests.integration.nsqd_process import NSQDProcess
 from tests.integration.test_http_process import http_client
 from tests.integration.test_nsqd_process import LOOPBACK
-from tests.integration.test_retention_process import FinishingClient
 from txnsq.client.metaq import LogRecord, MetaqClient, MetaqReader, connect_metaq
 
 TOPIC = "accept"
@@ -134,20 +131,9 @@ class RetainedAcceptanceTests(TestCase):
                 return records
             records.extend(batch)
 
-    @inlineCallbacks
-    def receive(self, process: NSQDProcess, channel: str, count: int) -> Generator[Any, Any, List[bytes]]:
+    def receive(self, process: NSQDProcess, channel: str, count: int) -> "Deferred[List[bytes]]":
         """Subscribe with a FINning client (RDY 2500); exactly ``count`` messages arrive."""
-        endpoint = TCP4ClientEndpoint(self.reactor, "127.0.0.1", process.tcp_port)
-        client = yield endpoint.connect(Factory.forProtocol(lambda: FinishingClient(self.reactor)))
-        self.addCleanup(client.close)
-        yield client.sub(TOPIC, channel)
-        client.rdy(2500)
-        arrived = yield client.wait_messages(count, WAIT)
-        self.assertTrue(arrived, "%d of %d arrived\n%s" % (len(client.messages), count, process.output()))
-        more = yield client.wait_messages(count + 1, QUIET)
-        self.assertFalse(more, "more than %d arrived" % (count,))
-        yield client.close()
-        return [message.body for message in client.messages]
+        return receive_exactly(self.reactor, process.tcp_port, TOPIC, channel, count, WAIT, QUIET)
 
     @inlineCallbacks
     def nsq_log(self, process: NSQDProcess, *args: str) -> Generator[Any, Any, bytes]:

@@ -14,13 +14,11 @@ import time
 from collections import Counter
 from typing import Any, Dict, Generator, List, Sequence
 
-from twisted.internet.defer import inlineCallbacks
-from twisted.internet.endpoints import TCP4ClientEndpoint
-from twisted.internet.protocol import Factory
+from twisted.internet.defer import Deferred, inlineCallbacks
 from twisted.internet.task import Clock, deferLater
 from twisted.trial.unittest import TestCase
 
-from tests.integration.nsq_client import NSQClient, connect
+from tests.integration.nsq_client import NSQClient, connect, receive_exactly
 from tests.integration.nsqd_process import ExitStatus, NSQDProcess
 from tests.integration.test_http_process import http_client
 from tests.integration.test_nsqd_process import LOOPBACK
@@ -29,16 +27,6 @@ from txnsq.storage.log_format import iter_records
 
 WAIT = 60.0
 QUIET = 1.0
-
-
-class FinishingClient(NSQClient):
-    """A client that FINs every message it receives."""
-
-    def dataReceived(self, data: bytes) -> None:
-        before = len(self.messages)
-        NSQClient.dataReceived(self, data)
-        for message in self.messages[before:]:
-            self.fin(message.id)
 
 
 def read_log(data_path: str, topic: str, partitions: int) -> Dict[int, List[Any]]:
@@ -99,20 +87,9 @@ class RetainedTopicProcessTests(TestCase):
         self.addCleanup(client.close)
         return client
 
-    @inlineCallbacks
-    def receive(self, process: NSQDProcess, topic: str, channel: str, count: int) -> Generator[Any, Any, List[bytes]]:
+    def receive(self, process: NSQDProcess, topic: str, channel: str, count: int) -> "Deferred[List[bytes]]":
         """Subscribe with a FINning client; exactly ``count`` messages arrive."""
-        endpoint = TCP4ClientEndpoint(self.reactor, "127.0.0.1", process.tcp_port)
-        client = yield endpoint.connect(Factory.forProtocol(lambda: FinishingClient(self.reactor)))
-        self.addCleanup(client.close)
-        yield client.sub(topic, channel)
-        client.rdy(2000)
-        arrived = yield client.wait_messages(count, WAIT)
-        self.assertTrue(arrived, "%d of %d arrived\n%s" % (len(client.messages), count, process.output()))
-        more = yield client.wait_messages(count + 1, QUIET)
-        self.assertFalse(more, "more than %d arrived" % (count,))
-        yield client.close()
-        return [message.body for message in client.messages]
+        return receive_exactly(self.reactor, process.tcp_port, topic, channel, count, WAIT, QUIET, 2000)
 
     @inlineCallbacks
     def publish_tcp(self, process: NSQDProcess, topic: str, bodies: Sequence[bytes], batch: int) -> Generator[Any, Any, None]:

@@ -23,7 +23,7 @@ from twisted.trial.unittest import SkipTest, TestCase
 from tests.integration.nsqd_process import NSQDProcess, free_port
 from tests.integration.test_http_process import http_client
 from tests.integration.test_nsqd_process import LOOPBACK
-from tests.integration.test_retention_process import FinishingClient
+from tests.integration.nsq_client import FinishingClient
 from twisted.internet.endpoints import TCP4ClientEndpoint
 from twisted.internet.protocol import Factory
 from tests.interop.nats_cluster import (

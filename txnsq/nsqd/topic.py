@@ -163,6 +163,26 @@ class Topic:
         for tap in self._taps:
             tap(self, bodies)
 
+    def _check_room(self, count: int) -> None:
+        """
+        That ``count`` more messages can be published: every channel's
+        queue (or, with no channel, the topic's own) has room and no error.
+        (:meth:`publish` makes the same checks inline: its hot path.)
+
+        :raises PublishError: a queue is failing or would pass its limit.
+        """
+        targets = self._targets
+        if not targets:
+            self._check_held(count)
+            return
+        for channel in targets:
+            queue = channel._queue
+            if queue.error is not None:
+                raise PublishError(queue.error)
+            limit = queue.limit
+            if limit is not None and queue.depth() + count > limit:
+                raise PublishError(_full(channel, limit))
+
     def _retain(self, body: bytes, now: float) -> bytes:
         """
         Append one message to the retained log (the next partition in
@@ -196,16 +216,7 @@ class Topic:
             raise NotRetained("topic %s is not retained" % (self.name,))
         body = payload_of(flag, data)
         targets = self._targets
-        if targets:
-            for channel in targets:
-                queue = channel._queue
-                if queue.error is not None:
-                    raise PublishError(queue.error)
-                limit = queue.limit
-                if limit is not None and queue.depth() >= limit:
-                    raise PublishError(_full(channel, limit))
-        else:
-            self._check_held(1)
+        self._check_room(1)
         now = self.clock.seconds()
         guid = self._guid.new_guid(now)
         raw = _RAW_ID(guid)
@@ -234,16 +245,7 @@ class Topic:
         """
         count = len(bodies)
         targets = self._targets
-        if targets:
-            for channel in targets:
-                queue = channel._queue
-                if queue.error is not None:
-                    raise PublishError(queue.error)
-                limit = queue.limit
-                if limit is not None and queue.depth() + count > limit:
-                    raise PublishError(_full(channel, limit))
-        else:
-            self._check_held(count)
+        self._check_room(count)
         now = self.clock.seconds()
         timestamp = int(now * 1e9)
         retention = self.retention
