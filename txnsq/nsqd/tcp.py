@@ -16,13 +16,7 @@ import struct
 from itertools import count as _count
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Set
 
-from twisted.internet.interfaces import (
-    IAddress,
-    IDelayedCall,
-    IHandshakeListener,
-    IReactorTime,
-    ITransport,
-)
+from twisted.internet.interfaces import IAddress, IDelayedCall, IHandshakeListener, IReactorTime, ITransport
 from twisted.internet.protocol import Factory, Protocol
 from twisted.logger import Logger
 from twisted.python.failure import Failure
@@ -46,17 +40,8 @@ if TYPE_CHECKING:
     from txnsq.nsqd.channel import Channel
     from txnsq.nsqd.topic import Topic
 
-__all__ = [
-    "BAD_PROTOCOL_FRAME",
-    "MAGIC_V2",
-    "NSQDFactory",
-    "NSQDProtocol",
-    "STATE_CLOSED",
-    "STATE_CLOSING",
-    "STATE_INIT",
-    "STATE_SUBSCRIBED",
-    "ServerFeatures",
-]
+__all__ = ["BAD_PROTOCOL_FRAME", "MAGIC_V2", "NSQDFactory", "NSQDProtocol", "ServerFeatures"]
+__all__ += ["STATE_CLOSED", "STATE_CLOSING", "STATE_INIT", "STATE_SUBSCRIBED"]
 
 #: Seconds a client has to finish the TLS handshake it asked for (Go's
 #: ``UpgradeTLS`` deadline).
