@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.test_protocol_handshake -*-
+# -*- test-case-name: tests.test_protocol_handshake_client -*-
 """
 A client's side of the V2 handshake (sans-IO), in NSQ's order:
 
@@ -121,6 +121,7 @@ class ClientHandshake:
             required but not granted, AUTH required but no secret.
         :raises txnsq.protocol.compression.CompressionError: the bytes
             after the upgrade to compression do not decode.
+        :raises RuntimeError: called after :class:`Ready`.
         """
         if self._state == _READY:
             raise RuntimeError("the handshake is over: its bytes go to the ready connection")
