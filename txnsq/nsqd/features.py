@@ -67,15 +67,14 @@ class ServerFeatures:
             auth=auth,
         )
 
-
     def handshake(self, options: IdentifySettings) -> ServerHandshake:
         """A new connection's handshake machine, with these features."""
         return ServerHandshake(
             options,
             NSQ_VERSION,
-            tls_configured=self.tls_options is not None,
+            tls_configured=self.tls_configured,
             tls_required=self.tls_required,
             snappy=self.snappy,
             deflate=self.deflate,
-            auth_required=self.auth is not None,
+            auth_required=self.auth_required,
         )
