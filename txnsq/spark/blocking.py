@@ -216,6 +216,7 @@ class BlockingConnection:
                     return
 
     def _start_tls(self, host: str) -> None:
+        """nsqd granted TLS: wrap the socket (the TLS handshake runs now)."""
         context = self.settings.ssl_context()
         try:
             self._sock = context.wrap_socket(self._sock, server_hostname=self.settings.tls_server_name or host)
