@@ -13,9 +13,12 @@ and the benchmarks share it.
 - :mod:`txnsq.protocol.v2`: ``V2CommandParser`` (server side) and the
   line-command parameter parsers
 - :mod:`txnsq.protocol.identify`: IDENTIFY negotiation and replies
+- :mod:`txnsq.protocol.handshake`: the connection handshake (magic,
+  IDENTIFY, TLS, snappy/deflate, AUTH) as state machines, nsqd's side and
+  a client's
 - :mod:`txnsq.protocol.metaq`: the MetaQ text protocol (requests, replies,
   both sides) and MetaQ's message record layout
 - :mod:`txnsq.protocol.nats_route`: the NATS cluster (route) protocol
 """
 
-__all__ = ["errors", "frames", "identify", "message", "metaq", "names", "nats_route", "v2"]
+__all__ = ["errors", "frames", "handshake", "identify", "message", "metaq", "names", "nats_route", "v2"]

@@ -3,11 +3,12 @@
 A small blocking NSQ client (one socket, no reactor) for Spark's driver and
 executors, which run plain Python and must not start a Twisted reactor.
 
-It speaks the V2 protocol through the same sans-IO codecs as the Twisted
-client (:mod:`txnsq.protocol.v2_client`, :class:`~txnsq.protocol.frames.FrameParser`,
-:mod:`txnsq.protocol.message`, :mod:`txnsq.protocol.compression`):
-magic and IDENTIFY, then TLS (the :mod:`ssl` module), snappy or deflate,
-AUTH; then SUB/RDY/FIN/TOUCH/REQ or PUB/MPUB.  Heartbeats are answered with
+It speaks the V2 protocol through the same sans-IO codecs and handshake as
+the Twisted client (:mod:`txnsq.protocol.v2_client`,
+:class:`~txnsq.protocol.frames.FrameParser`, :mod:`txnsq.protocol.message`,
+:class:`~txnsq.protocol.handshake.ClientHandshake`): magic and IDENTIFY,
+then TLS (the :mod:`ssl` module), snappy or deflate, AUTH; then
+SUB/RDY/FIN/TOUCH/REQ or PUB/MPUB.  Heartbeats are answered with
 NOP by whoever reads frames.
 
 One thread may read (:meth:`BlockingConnection.read_frames`) while others
@@ -17,7 +18,6 @@ from using the socket (and its TLS and compression state) at once.
 
 from __future__ import annotations
 
-import json
 import select
 import socket
 import ssl
@@ -31,20 +31,10 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 from txnsq import __version__
 from txnsq.addresses import split_host_port
 from txnsq.protocol import v2_client as codec
-from txnsq.protocol.compression import (
-    CompressionError,
-    DeflateDecoder,
-    DeflateEncoder,
-    SnappyDecoder,
-    SnappyEncoder,
-)
-from txnsq.protocol.frames import (
-    FRAME_TYPE_ERROR,
-    FRAME_TYPE_RESPONSE,
-    FrameError,
-    FrameParser,
-)
-from txnsq.protocol.v2_client import HEARTBEAT, OK, MalformedFrame, NSQError
+from txnsq.protocol.compression import CompressionError
+from txnsq.protocol.frames import FRAME_TYPE_ERROR, FRAME_TYPE_RESPONSE, FrameError, FrameParser
+from txnsq.protocol.handshake import ClientHandshake, HandshakeError, Ready, Send, StartCompression, StartTLS
+from txnsq.protocol.v2_client import HEARTBEAT, NSQError
 
 __all__ = [
     "DEFAULT_MAX_BODY_SIZE",
@@ -194,18 +184,48 @@ class BlockingConnection:
     # -- handshake ---------------------------------------------------------
 
     def _handshake(self, host: str) -> None:
-        buf = bytearray()
-        self._sock.sendall(codec.MAGIC_V2 + codec.identify(self.settings.identify_body()))
-        data = self._handshake_frame(buf)
-        if data != OK:
+        """Drive the handshake machine over the blocking socket until ready."""
+        settings = self.settings
+        shake = ClientHandshake(
+            settings.identify_body(),
+            settings.auth_secret,
+            require_tls=settings.tls,
+            max_frame_size=_MAX_HANDSHAKE_FRAME,
+        )
+        self._sock.sendall(shake.initiate())
+        while True:
+            chunk = self._decode(self._recv())
             try:
-                response = json.loads(data)
-            except ValueError:
-                response = None
-            if not isinstance(response, dict):
-                raise NSQConnectionFailed("nsqd %s: IDENTIFY reply is not JSON: %r" % (self.address, data[:64]))
-            self.identify_response = response
-        response = self.identify_response
+                steps = shake.receive(chunk)
+            except HandshakeError as error:
+                raise NSQConnectionFailed("nsqd %s: %s" % (self.address, error)) from None
+            except CompressionError as error:
+                raise NSQConnectionFailed("corrupt compressed data from nsqd %s: %s" % (self.address, error)) from None
+            for step in steps:
+                if isinstance(step, Send):
+                    self._write(step.data)
+                elif isinstance(step, StartTLS):
+                    self._start_tls(host)
+                elif isinstance(step, StartCompression):
+                    self._encoder, self._decoder = step.encoder, step.decoder
+                elif isinstance(step, Ready):
+                    self.auth_response = shake.auth_response or {}
+                    self._identified(shake.identify_response)
+                    if step.rest:
+                        self._parser.feed(step.rest)
+                    return
+
+    def _start_tls(self, host: str) -> None:
+        """nsqd granted TLS: wrap the socket (the TLS handshake runs now)."""
+        context = self.settings.ssl_context()
+        try:
+            self._sock = context.wrap_socket(self._sock, server_hostname=self.settings.tls_server_name or host)
+        except (ssl.SSLError, OSError) as error:
+            raise NSQConnectionFailed("TLS with nsqd %s failed: %s" % (self.address, error)) from None
+
+    def _identified(self, response: Dict[str, Any]) -> None:
+        """Keep what IDENTIFY's reply says of nsqd's limits."""
+        self.identify_response = response
         timeout = response.get("msg_timeout")
         if isinstance(timeout, int) and timeout > 0:
             self.msg_timeout = timeout / 1000.0
@@ -213,69 +233,6 @@ class BlockingConnection:
             value = response.get(key)
             if isinstance(value, int) and value > 0:
                 setattr(self, key, value)
-        if self.settings.tls and not response.get("tls_v1"):
-            raise NSQConnectionFailed("nsqd %s did not grant TLS (is --tls-cert set?)" % (self.address,))
-        if response.get("tls_v1"):
-            if buf:
-                raise NSQConnectionFailed("nsqd %s sent data in clear after granting TLS" % (self.address,))
-            context = self.settings.ssl_context()
-            try:
-                self._sock = context.wrap_socket(
-                    self._sock, server_hostname=self.settings.tls_server_name or host
-                )
-            except (ssl.SSLError, OSError) as error:
-                raise NSQConnectionFailed("TLS with nsqd %s failed: %s" % (self.address, error)) from None
-            self._expect_ok(self._handshake_frame(buf), "TLS")
-        if response.get("snappy") or response.get("deflate"):
-            if response.get("snappy"):
-                self._encoder, self._decoder = SnappyEncoder(), SnappyDecoder()
-            else:
-                level = response.get("deflate_level") or 6
-                self._encoder, self._decoder = DeflateEncoder(level), DeflateDecoder()
-            # What followed the upgrade's frame is already compressed.
-            rest = self._decode(bytes(buf))
-            buf[:] = rest
-            self._expect_ok(self._handshake_frame(buf, compressed=True), "compression")
-        if response.get("auth_required"):
-            secret = self.settings.auth_secret
-            if not secret:
-                raise NSQConnectionFailed(
-                    "nsqd %s requires AUTH: set the auth_secret option" % (self.address,)
-                )
-            self._write(codec.auth(secret))
-            data = self._handshake_frame(buf, compressed=self._decoder is not None)
-            try:
-                self.auth_response = json.loads(data)
-            except ValueError:
-                raise NSQConnectionFailed("nsqd %s: AUTH reply is not JSON: %r" % (self.address, data[:64])) from None
-        if buf:
-            self._parser.feed(bytes(buf))
-
-    def _expect_ok(self, data: bytes, upgrade: str) -> None:
-        if data != OK:
-            raise NSQConnectionFailed("nsqd %s: %r instead of OK after %s" % (self.address, data[:64], upgrade))
-
-    def _handshake_frame(self, buf: bytearray, compressed: bool = False) -> bytes:
-        """The next response frame's data; heartbeats answered, errors raised."""
-        while True:
-            try:
-                cut = codec.split_frame(buf, _MAX_HANDSHAKE_FRAME)
-            except MalformedFrame as error:
-                raise NSQConnectionFailed("malformed frame from nsqd %s: %s" % (self.address, error)) from None
-            if cut is None:
-                chunk = self._recv()
-                buf += self._decode(chunk) if compressed else chunk
-                continue
-            frame_type, data, length = cut
-            del buf[:length]
-            if frame_type == FRAME_TYPE_ERROR:
-                raise codec.parse_error(data)
-            if frame_type != FRAME_TYPE_RESPONSE:
-                raise NSQConnectionFailed("nsqd %s sent a message during the handshake" % (self.address,))
-            if data == HEARTBEAT:
-                self._write(codec.nop())
-                continue
-            return data
 
     # -- IO ------------------------------------------------------------------
 
