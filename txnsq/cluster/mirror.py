@@ -25,6 +25,16 @@ nats-server) is never sent the internal subjects.
   memory), its copy is handed to this node's channels, which deliver it.
 - A peer going down releases the producers waiting for its acks: until it
   is back, publishes are kept by this node alone.
+- Fail-back: when two nodes route to each other, each sends the other an
+  exchange (``$NSQ.mirror.exchange``): the ids of the messages it took
+  over from the other (by the other's process epoch).  The receiver drops
+  them from its own channels (the taker delivers them), tells its
+  standbys (as FINs), and answers -- when it is the very process they
+  were taken from (a partition, both alive) -- with those it finished
+  while apart, which the taker drops in turn.  A node started with
+  messages in mirrored topics holds their delivery until it has applied
+  a peer's exchange, or for ``--mirror-failover-timeout`` when no peer
+  comes: a restarted primary does not deliver again what was taken over.
 """
 
 from __future__ import annotations
@@ -44,12 +54,22 @@ from txnsq.nsqd.mirror import (
     MirrorRecorder,
     StandbyCopy,
     channel_snapshot,
+    drop_from_channel,
+    drop_from_topic,
+    holds_messages,
     topic_snapshot,
 )
 from txnsq.protocol.mirror import (
+    OP_ANSWER_END,
+    OP_FINISHED_APART,
+    OP_GROUP,
+    OP_LIST_END,
+    OP_TAKEN,
     SUBJECT_ACK,
     SUBJECT_DATA,
+    SUBJECT_EXCHANGE,
     MirrorDecodeError,
+    RecordBuilder,
     decode_ack,
     decode_records,
     encode_ack,
@@ -66,6 +86,12 @@ ACCOUNT = "$G"
 
 #: Unacked bytes past which ``async`` mode holds producers too.
 MAX_LAG_BYTES = 64 * 1024 * 1024
+
+#: Ids per exchange payload (16 bytes each, plus 4 of length: ~200 KiB).
+EXCHANGE_CHUNK = 10000
+
+#: Taken-over ids by ``(topic, channel)``.
+Taken = Dict[Tuple[str, str], List[bytes]]
 
 #: File (in ``--data-path``) keeping this node's mirror id across restarts.
 NODE_ID_FILE = "txnsq-mirror.id"
@@ -187,6 +213,23 @@ class Mirror(TopologyListener):
         self._mirrored: Dict[str, bool] = {}
         #: Where copies are kept across restarts (a CopyJournal), or None.
         self.journal = journal
+        #: Per peer node id: (its epoch, the ids taken over) of each
+        #: takeover not yet applied by that node in an exchange.
+        self.taken_ids: Dict[str, List[Tuple[str, Taken]]] = {}
+        #: Per route server id: the finished-apart ids gathered while its
+        #: exchange list comes in.
+        self._apart: Dict[str, Taken] = {}
+        #: Fail-back exchanges applied (received) and answered to us.
+        self.exchanges_applied = 0
+        self.exchanges_answered = 0
+        #: Messages dropped here because a peer took them over, and
+        #: messages dropped here because the peer finished them apart.
+        self.dropped_taken = 0
+        self.dropped_finished_apart = 0
+        #: Channels whose delivery waits for the first exchange (at start).
+        self._holding: List[Any] = []
+        self._holding_topics: Set[str] = set()
+        self._hold_timer: Any = None
 
     # -- life --------------------------------------------------------------------
 
@@ -199,6 +242,23 @@ class Mirror(TopologyListener):
         self.broker.mirror_gate = self.gate
         for topic in list(self.broker.topics.values()):
             self.topic_created(topic)
+        for topic in list(self.broker.topics.values()):
+            if topic.mirror is not None and holds_messages(topic):
+                # Kept from before a restart: a peer may have taken these
+                # over meanwhile; not delivered before its exchange says.
+                self._holding_topics.add(topic.name)
+                for channel in list(topic.channels.values()):
+                    self._hold(channel)
+        if self._holding_topics:
+            self._hold_timer = self.clock.callLater(
+                self.failover_timeout, self._release_hold, "no peer"
+            )
+            self._log.info(
+                "mirror: delivery of {topics} held until a peer's exchange "
+                "(at most {timeout}s)",
+                topics=sorted(self._holding_topics),
+                timeout=self.failover_timeout,
+            )
         if self.journal is not None:
             for copy in self.journal.load():
                 # Kept from before a restart: delivered if its node does
@@ -226,6 +286,7 @@ class Mirror(TopologyListener):
         self._timers.clear()
         if self.journal is not None:
             self.journal.close()
+        self._release_hold("stopping")
         call, self._flush_call = self._flush_call, None
         if call is not None and call.active():
             call.cancel()
@@ -268,6 +329,8 @@ class Mirror(TopologyListener):
 
     def channel_created(self, topic: Any, channel: Any) -> None:
         """Peers create the channel in their copy."""
+        if topic.name in self._holding_topics:
+            self._hold(channel)
         if topic.mirror is not None and not channel.ephemeral:
             self.recorder.channel_changed(CHANNEL_OPS["create"], topic.name, channel.name)
 
@@ -410,7 +473,140 @@ class Mirror(TopologyListener):
                 if seq > peer.acked:
                     peer.acked = seq
             self._release()
+        elif batch.subject == SUBJECT_EXCHANGE:
+            for payload in batch.payloads:
+                try:
+                    _, records = decode_records(payload)
+                except MirrorDecodeError as error:
+                    self.decode_errors += 1
+                    self._log.warn(
+                        "mirror: bad exchange from {peer}: {error}", peer=peer.node_id, error=error
+                    )
+                    continue
+                self._exchange_received(peer, records)
         return count
+
+    # -- fail-back exchange -----------------------------------------------------
+
+    def _hold(self, channel: Any) -> None:
+        if not channel.ephemeral:
+            channel.hold()
+            self._holding.append(channel)
+
+    def _release_hold(self, why: str) -> None:
+        """Deliver what was held at start (a peer's exchange applied, or none came)."""
+        timer, self._hold_timer = self._hold_timer, None
+        if timer is not None and timer.active():
+            timer.cancel()
+        if not self._holding_topics:
+            return
+        holding, self._holding = self._holding, []
+        self._holding_topics = set()
+        for channel in holding:
+            channel.release()
+        if why != "stopping":
+            self._log.info("mirror: delivering held topics ({why})", why=why)
+
+    def _send_exchange(
+        self, route: RouteProtocol, records: List[Tuple[bytes, str, str, List[bytes]]]
+    ) -> None:
+        """Send ``records`` on the exchange subject, in payloads of at most EXCHANGE_CHUNK ids."""
+        builder = RecordBuilder()
+        group: List[bytes] = []
+        for op, topic, channel, items in records:
+            if op == OP_GROUP:
+                group = items
+            start = 0
+            while True:
+                room = EXCHANGE_CHUNK - builder.count
+                if room <= 0:
+                    self._send_exchange_payload(route, builder)
+                    if group and op != OP_GROUP:
+                        # Each payload says whose ids its T records are.
+                        builder.add(OP_GROUP, "", "", group)
+                    continue
+                chunk = items[start : start + room]
+                builder.add(op, topic, channel, chunk)
+                start += len(chunk)
+                if start >= len(items):
+                    break
+        self._send_exchange_payload(route, builder)
+
+    @staticmethod
+    def _send_exchange_payload(route: RouteProtocol, builder: RecordBuilder) -> None:
+        payload = builder.encode(0)
+        route.send_message(encode_rmsg_head(ACCOUNT, SUBJECT_EXCHANGE, len(payload)), payload)
+
+    def _exchange_list(self, peer: MirrorPeer) -> None:
+        """Send ``peer`` the ids taken over from it (none, often), then the end of the list."""
+        records: List[Tuple[bytes, str, str, List[bytes]]] = []
+        for epoch, taken in self.taken_ids.get(peer.node_id, []):
+            records.append((OP_GROUP, "", "", [epoch.encode("ascii", "replace")]))
+            for (topic, channel), ids in taken.items():
+                records.append((OP_TAKEN, topic, channel, ids))
+        records.append((OP_LIST_END, "", "", []))
+        self._send_exchange(peer.route, records)
+
+    def _exchange_received(self, peer: MirrorPeer, records: List[Any]) -> None:
+        """Apply one exchange payload of ``peer``."""
+        mine = False
+        apart = self._apart.setdefault(peer.server_id, {})
+        for op, topic, channel, items in records:
+            if op == OP_GROUP:
+                # Finished apart can be told only by the process they
+                # were taken from: a restarted one lost track of them.
+                mine = bool(items) and items[0].decode("ascii", "replace") == self.epoch
+            elif op == OP_TAKEN:
+                gone = self._drop(topic, channel, items)
+                self.dropped_taken += len(gone)
+                if mine:
+                    finished = [msg_id for msg_id in items if msg_id not in gone]
+                    if finished:
+                        apart.setdefault((topic, channel), []).extend(finished)
+            elif op == OP_LIST_END:
+                self.exchanges_applied += 1
+                answer: List[Tuple[bytes, str, str, List[bytes]]] = [
+                    (OP_FINISHED_APART, topic_name, channel_name, ids)
+                    for (topic_name, channel_name), ids in self._apart.pop(peer.server_id, {}).items()
+                ]
+                answer.append((OP_ANSWER_END, "", "", []))
+                self._send_exchange(peer.route, answer)
+                self._release_hold("exchange with %s" % (peer.node_id,))
+            elif op == OP_FINISHED_APART:
+                gone = self._drop(topic, channel, items)
+                self.dropped_finished_apart += len(gone)
+            elif op == OP_ANSWER_END:
+                # Our list was applied there: no need to send it again.
+                self.taken_ids.pop(peer.node_id, None)
+                self.exchanges_answered += 1
+
+    def _drop(self, topic_name: str, channel_name: str, ids: List[bytes]) -> List[bytes]:
+        """
+        Drop the messages ``ids`` from this node's ``topic_name:channel_name``
+        (``""``: the topic and all its channels); tell the standbys.  The
+        ids found.
+        """
+        topic = self.broker.topics.get(topic_name)
+        if topic is None or not ids:
+            return []
+        wanted = set(ids)
+        found: Set[bytes] = set()
+        if channel_name:
+            targets = [topic.channels.get(channel_name)]
+        else:
+            removed = drop_from_topic(topic, wanted)
+            if removed:
+                found |= removed
+                self.recorder.dropped(topic_name, "", list(removed))
+            targets = list(topic.channels.values())
+        for channel in targets:
+            if channel is None or channel.ephemeral:
+                continue
+            removed = drop_from_channel(channel, wanted)
+            if removed:
+                found |= removed
+                self.recorder.dropped(topic_name, channel.name, list(removed))
+        return [msg_id for msg_id in ids if msg_id in found]
 
     # -- routes -------------------------------------------------------------------
 
@@ -444,13 +640,15 @@ class Mirror(TopologyListener):
             # what it kept is ours to deliver from now on.
             self._take_over(node_id, "restarted")
         for done in self.taken_over:
-            if done["node_id"] == node_id and done["epoch"] == epoch:
+            if done["node_id"] == node_id and done["epoch"] == epoch and not done["split_brain"]:
                 done["split_brain"] = True
                 self._log.warn(
                     "mirror: {peer} is back in the same process after its messages "
-                    "were taken over: both nodes delivered them (route down, both alive)",
+                    "were taken over: both nodes delivered them while apart (route "
+                    "down, both alive); exchanging what each finished",
                     peer=node_id,
                 )
+        self._exchange_list(peer)
         self._log.info("mirror: peer {peer} up", peer=node_id)
 
     def _catch_up(self) -> None:
@@ -531,7 +729,10 @@ class Mirror(TopologyListener):
         copy = self.copies.pop(node_id, None)
         if copy is None:
             return
-        moved = copy.take_over(self.broker)
+        taken: Dict[Tuple[str, str], List[bytes]] = {}
+        moved = copy.take_over(self.broker, taken)
+        if taken:
+            self.taken_ids.setdefault(node_id, []).append((copy.epoch, taken))
         if self.journal is not None:
             self.journal.discard(node_id)
         self.taken_over.append(
@@ -603,6 +804,17 @@ class Mirror(TopologyListener):
             "decode_errors": self.decode_errors,
             "catch_up_messages": self.catch_up_messages,
             "catch_up_incomplete": self.catch_up_incomplete,
+            "exchange": {
+                "applied": self.exchanges_applied,
+                "answered": self.exchanges_answered,
+                "dropped_taken_over": self.dropped_taken,
+                "dropped_finished_apart": self.dropped_finished_apart,
+                "ids_to_send": {
+                    node_id: sum(len(ids) for _, taken in groups for ids in taken.values())
+                    for node_id, groups in self.taken_ids.items()
+                },
+                "holding": sorted(self._holding_topics),
+            },
             "peers": [
                 {
                     "node_id": peer.node_id,

@@ -14,7 +14,8 @@ is a list append.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Optional, Tuple
+import heapq
+from typing import Any, Callable, Collection, Dict, List, Optional, Set, Tuple
 
 from txnsq.protocol.mirror import (
     OP_CHANNEL_CREATE,
@@ -32,7 +33,14 @@ from txnsq.protocol.mirror import (
     encode_delay_item,
 )
 
-__all__ = ["MirrorRecorder", "StandbyCopy", "TopicCopy"]
+__all__ = [
+    "MirrorRecorder",
+    "StandbyCopy",
+    "TopicCopy",
+    "drop_from_channel",
+    "drop_from_topic",
+    "holds_messages",
+]
 
 #: Records held before they are sent at once rather than at the turn's end.
 FLUSH_SIZE = 256 * 1024
@@ -114,6 +122,17 @@ class MirrorRecorder:
             builder.add(OP_MESSAGES, topic, channel, messages)
             self._added(was_empty)
 
+    def dropped(self, topic: str, channel: str, ids: List[bytes]) -> None:
+        """
+        Messages of ``topic:channel`` (``""``: the topic's own) were
+        dropped here by a fail-back exchange: for the peers, as FINs.
+        """
+        if self.live and ids:
+            builder = self.builder
+            was_empty = not builder
+            builder.add(OP_FIN, topic, channel, ids)
+            self._added(was_empty)
+
     def channel_changed(self, op: bytes, topic: str, channel: str) -> None:
         """``topic:channel`` was created, deleted, emptied, paused or unpaused (``op``)."""
         if self.live:
@@ -155,7 +174,9 @@ class TopicCopy:
             else:
                 self._add(items, None)
         elif op == OP_FIN:
-            messages = self.channels.get(channel)
+            # A FIN of the topic's own (channel "") is a message dropped
+            # there by a fail-back exchange.
+            messages = self.channels.get(channel) if channel else self.held
             if messages is not None:
                 pop = messages.pop
                 for msg_id in items:
@@ -232,12 +253,14 @@ class TopicCopy:
                     if delay > 0:
                         self.delays[(name, msg_id)] = delay
 
-    def take_over(self, broker: Any) -> int:
+    def take_over(self, broker: Any, taken: Optional[Dict[Tuple[str, str], List[bytes]]] = None) -> int:
         """
         Hand every message of the copy to ``broker``'s topic of the same
         name, into the same channels (created if need be), in order; how
         many were handed over.  A mirrored topic's recorder is told of
         them, per channel, so that this node's own standbys copy them.
+        The ids handed over are added to ``taken``, by ``(topic,
+        channel)`` (``""``: the topic's own), for the fail-back exchange.
         """
         topic = broker.get_topic(self.name)
         recorder = topic.mirror
@@ -256,6 +279,8 @@ class TopicCopy:
                 moved += 1
             if recorder is not None and messages:
                 recorder.handed_over(self.name, name, list(messages.values()))
+            if taken is not None and messages:
+                taken.setdefault((self.name, name), []).extend(messages)
         held = list(self.held.items())
         for msg_id, data in held:
             delay_ms = delays.get(("", msg_id), 0) if delays else 0
@@ -263,6 +288,8 @@ class TopicCopy:
             moved += 1
         if recorder is not None and held:
             recorder.published_many(self.name, [data for _, data in held])
+        if taken is not None and held:
+            taken.setdefault((self.name, ""), []).extend(msg_id for msg_id, _ in held)
         self.channels = {}
         self.held = {}
         self.delays = {}
@@ -299,11 +326,11 @@ class StandbyCopy:
         """Messages held, over every topic."""
         return sum(topic.count() for topic in self.topics.values())
 
-    def take_over(self, broker: Any) -> int:
+    def take_over(self, broker: Any, taken: Optional[Dict[Tuple[str, str], List[bytes]]] = None) -> int:
         """Hand every topic's messages to ``broker`` (:meth:`TopicCopy.take_over`)."""
         moved = 0
         for topic in self.topics.values():
-            moved += topic.take_over(broker)
+            moved += topic.take_over(broker, taken)
         self.topics = {}
         return moved
 
@@ -389,3 +416,97 @@ def topic_snapshot(topic: Any, limit: int = CATCH_UP_LIMIT) -> Tuple[List[bytes]
     queued, complete = _drain_and_restore(topic._queue, max(0, limit - len(found)))
     found.extend(queued)
     return found, complete and len(found) <= limit
+
+
+def _filter_queue(queue: Any, ids: Collection[bytes]) -> Set[bytes]:
+    """
+    Take the messages whose id is in ``ids`` out of ``queue`` (an
+    IBackendQueue: read through and put back, the others in order); the
+    ids taken out.
+    """
+    removed: Set[bytes] = set()
+    depth = queue.depth()
+    if not depth:
+        return removed
+    read = queue.read
+    put = queue.put
+    for _ in range(depth):
+        data = read()
+        if data is None:
+            break
+        msg_id = data[10:26]
+        if msg_id in ids:
+            removed.add(msg_id)
+        else:
+            put(data)
+    return removed
+
+
+def drop_from_channel(channel: Any, ids: Collection[bytes]) -> Set[bytes]:
+    """
+    Take the messages whose id is in ``ids`` out of ``channel``: queued,
+    deferred, or in flight (as if they had timed out there and gone: a
+    later FIN of one by its consumer fails as for a timed-out message);
+    the ids found.  The fail-back exchange drops here what the other node
+    took over and delivers now.
+    """
+    removed = _filter_queue(channel._queue, ids)
+    flight_log = channel._flight
+    deferred = channel._deferred
+    if deferred:
+        kept = [item for item in deferred if item[2][10:26] not in ids]
+        if len(kept) != len(deferred):
+            for item in deferred:
+                msg_id = item[2][10:26]
+                if msg_id in ids:
+                    removed.add(msg_id)
+                    if flight_log is not None:
+                        flight_log.release(msg_id)
+            heapq.heapify(kept)
+            channel._deferred = kept
+    in_flight = channel._in_flight
+    freed = []
+    for msg_id in [msg_id for msg_id in in_flight if msg_id in ids]:
+        entry = in_flight.pop(msg_id)
+        channel._unschedule(entry)
+        entry.consumer.in_flight_count -= 1
+        if flight_log is not None:
+            flight_log.release(msg_id)
+        removed.add(msg_id)
+        freed.append(entry.consumer)
+    if freed:
+        channel._check_idle()
+        for consumer in freed:
+            channel._freed(consumer)
+    return removed
+
+
+def drop_from_topic(topic: Any, ids: Collection[bytes]) -> Set[bytes]:
+    """
+    Take the messages whose id is in ``ids`` out of what ``topic`` holds
+    itself (no channel yet, or paused), as :func:`drop_from_channel`.
+    """
+    removed = _filter_queue(topic._queue, ids)
+    backlog = topic._backlog
+    if backlog:
+        kept = [item for item in backlog if item[0][10:26] not in ids]
+        if len(kept) != len(backlog):
+            flight_log = topic._flight
+            for data, _ in backlog:
+                msg_id = data[10:26]
+                if msg_id in ids:
+                    removed.add(msg_id)
+                    if flight_log is not None:
+                        flight_log.release(msg_id)
+            topic._backlog = kept
+    return removed
+
+
+def holds_messages(topic: Any) -> bool:
+    """``topic`` or one of its channels holds some message (queued, deferred or in flight)."""
+    if topic.depth():
+        return True
+    for channel in topic.channels.values():
+        if channel.depth() or channel.in_flight_count or channel.deferred_count:
+            return True
+    return False
