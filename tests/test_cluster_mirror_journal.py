@@ -113,3 +113,58 @@ class CopyJournalTests(JournalTestCase):
         self.assertEqual(self.b.mirror.copies["node-a"].count(), 3)
         self.assertIn("node-a", journal.failed)
         self.flushLoggedErrors()
+
+
+class JournalDurabilityTests(JournalTestCase):
+    """The journal is synced as the disk backend syncs, and compaction keeps delays."""
+
+    def journaled_b(self) -> Side:
+        self.journal = CopyJournal(self.directory, self.clock, sync_every=4, sync_timeout=2.0)
+        return Side(
+            self.clock, "node-b", 7001, topics="^m", failover_timeout=5.0, journal=self.journal
+        )
+
+    def test_sync_every(self) -> None:
+        """Past ``sync_every`` messages written, the file is fsynced at once."""
+        syncs = self.journal.syncs
+        topic = self.a.broker.get_topic("mt")
+        topic.publish_many([b"1", b"2", b"3", b"4"])
+        self.pump()
+        self.assertEqual(self.journal.syncs, syncs + 1)
+        self.assertEqual(self.journal.unsynced, 0)
+
+    def test_sync_timeout(self) -> None:
+        """A write not yet synced is fsynced ``sync_timeout`` seconds later."""
+        self.journal.sync()
+        syncs = self.journal.syncs
+        self.a.broker.get_topic("mt").publish(b"1")
+        self.pump()
+        self.assertEqual(self.journal.syncs, syncs)
+        self.clock.advance(2.0)
+        self.assertEqual(self.journal.syncs, syncs + 1)
+
+    def test_compaction_keeps_delays(self) -> None:
+        """A deferred message in a compacted file is deferred, with its delay, when taken over."""
+        self.patch(mirror_journal, "COMPACT_BYTES", 100)
+        topic = self.a.broker.get_topic("mt")
+        topic.get_channel("c")
+        topic.publish_deferred(b"later", 30)
+        topic.publish(b"now")
+        self.pump()
+        for _ in range(3):
+            topic.publish(b"x" * 200)
+            self.pump()
+        copy = self.b.mirror.copies["node-a"]
+        self.journal.compact(copy)
+        [kept] = CopyJournal(self.directory).load()
+        delays = kept.topics["mt"].delays
+        self.assertEqual(list(delays.values()), [30000])
+        self.cut()
+        self.b.mirror.stop()
+        self.b = Side(
+            self.clock, "node-b", 7001, topics="^m", failover_timeout=5.0,
+            journal=CopyJournal(self.directory),
+        )
+        self.clock.advance(5)
+        channel = self.b.broker.topics["mt"].channels["c"]
+        self.assertEqual((channel.depth(), channel.deferred_count), (4, 1))

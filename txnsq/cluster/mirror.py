@@ -448,7 +448,7 @@ class Mirror(TopologyListener):
                     continue
                 copy.apply(seq, records)
                 if journal is not None:
-                    journal.applied(copy, payload)
+                    journal.applied(copy, payload, sum(len(items) for _, _, _, items in records) or 1)
                 self.batches_applied += 1
                 last = seq
             topics = self.broker.topics

@@ -141,7 +141,12 @@ class ClusterService(MultiService):
 
         # Copies survive a restart when the storage does.
         journal = (
-            CopyJournal(options.data_path or ".")
+            CopyJournal(
+                options.data_path or ".",
+                reactor,
+                options.sync_every,
+                options.sync_timeout,
+            )
             if getattr(broker.storage, "durable", False)
             else None
         )
