@@ -435,13 +435,18 @@ class StandbyDiskTests(MirrorTestCase):
     @inlineCallbacks
     def test_both_killed_standby_restarted(self) -> Generator[Any, Any, None]:
         """
-        With nothing consumed, 2,000 messages published to a; b and then a
-        SIGKILLed; b restarted alone reads its copy back and, a staying
-        away, delivers every acknowledged message after the timeout.
+        With nothing consumed, 2,000 messages and one deferred for an hour
+        published to a; b and then a SIGKILLed; b restarted alone reads its
+        copy back and, a staying away, delivers every acknowledged message
+        after the timeout, the deferred one deferred.
         """
         yield self.consumer.close()
         self.received.clear()
         yield self.publish_steadily(self.a, "kept", 2000)
+        # And one deferred for an hour: kept deferred through b's restart.
+        producer = Producer(self.a.tcp_address, reactor=self.reactor)
+        yield producer.deferred_publish(TOPIC, 3600.0, b"deferred")
+        yield producer.close()
         yield self.b.kill()
         yield self.a.kill()
         yield self.b.start()
@@ -463,6 +468,16 @@ class StandbyDiskTests(MirrorTestCase):
         b_view = yield self.b.mirror()
         self.taken_over = sum(done["messages"] for done in b_view["taken_over"])
         found = self.figures("both killed, standby restarted on disk storage")
+        b_stats = yield self.b.stats()
+        deferred = sum(
+            channel["deferred_count"]
+            for topic in b_stats["topics"]
+            if topic["topic_name"] == TOPIC
+            for channel in topic["channels"]
+        )
+        print("mirror both killed: b took over the deferred message still deferred: %d" % (deferred,))
+        self.assertEqual(deferred, 1)
+        self.assertNotIn(b"deferred", self.received)
         self.assertEqual(found["lost"], 0)
         self.assertEqual(found["acknowledged"], 2000)
         self.assertEqual(found["duplicates"], 0)
