@@ -118,6 +118,21 @@ class TopicCopyTests(SynchronousTestCase):
         self.assertTrue(topic.channels["p"].paused)
         self.assertEqual(copy.count(), 0)
 
+    def test_take_over_remaining_delay(self) -> None:
+        """A deferred message taken over later is deferred for what is left of its delay."""
+        broker = make_broker()
+        now = broker.clock.seconds()
+        copy = TopicCopy("t")
+        copy.apply(OP_CHANNEL_CREATE, "c", [])
+        copy.apply(OP_DEFERRED, "", [encode_delay_item(5000, message(1))], int(now * 1000))
+        broker.clock.advance(3)
+        copy.take_over(broker, None, int(broker.clock.seconds() * 1000))
+        channel = broker.topics["t"].channels["c"]
+        broker.clock.advance(1.9)
+        self.assertEqual(channel.deferred_count, 1)
+        broker.clock.advance(0.2)
+        self.assertEqual((channel.deferred_count, channel.depth()), (0, 1))
+
     def test_delays_follow_channels(self) -> None:
         """A held deferred message's delay goes with it to the first channel; FIN and empty drop delays."""
         copy = TopicCopy("t")

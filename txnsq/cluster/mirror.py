@@ -446,9 +446,12 @@ class Mirror(TopologyListener):
                         "mirror: bad payload from {peer}: {error}", peer=peer.node_id, error=error
                     )
                     continue
-                copy.apply(seq, records)
+                now = self.clock.seconds()
+                copy.apply(seq, records, now)
                 if journal is not None:
-                    journal.applied(copy, payload, sum(len(items) for _, _, _, items in records) or 1)
+                    journal.applied(
+                        copy, payload, sum(len(items) for _, _, _, items in records) or 1, now
+                    )
                 self.batches_applied += 1
                 last = seq
             topics = self.broker.topics
@@ -730,7 +733,7 @@ class Mirror(TopologyListener):
         if copy is None:
             return
         taken: Dict[Tuple[str, str], List[bytes]] = {}
-        moved = copy.take_over(self.broker, taken)
+        moved = copy.take_over(self.broker, taken, self.clock.seconds())
         if taken:
             self.taken_ids.setdefault(node_id, []).append((copy.epoch, taken))
         if self.journal is not None:

@@ -5,8 +5,10 @@ one file per primary node in ``--data-path`` (``mirror-copy-<id>.log``),
 used when the storage backend is durable (``--storage=disk``).
 
 Each entry is a 4-byte big-endian length and the entry: ``E`` and the
-primary's epoch (the file starts with it), or ``P`` and a data payload
-as received (:mod:`txnsq.protocol.mirror`).  Reading a file back applies
+primary's epoch (the file starts with it), or ``Q``, the time it was
+applied (8-byte big-endian double, seconds since the epoch) and a data
+payload as received (:mod:`txnsq.protocol.mirror`); ``P`` and a payload
+alone, from older files, is read as applied at load time.  Reading a file back applies
 its payloads in order.  When a file has grown past :data:`COMPACT_BYTES`
 and four times what its copy holds, it is rewritten as one snapshot
 payload (deferred messages keep their delay: a ``REQ`` record after the
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import os
 import struct
+import time
 from typing import IO, Any, Dict, List, Optional, Set
 
 from twisted.logger import Logger
@@ -45,6 +48,7 @@ __all__ = ["CopyJournal"]
 COMPACT_BYTES = 64 * 1024 * 1024
 
 _LEN = struct.Struct(">I")
+_TIME = struct.Struct(">d")
 _PREFIX = "mirror-copy-"
 
 
@@ -116,12 +120,19 @@ class CopyJournal:
             kind, body = entry[:1], entry[1:]
             if kind == b"E":
                 copy = StandbyCopy(node_id, body.decode("ascii", "replace"))
-            elif kind == b"P" and copy is not None:
+            elif kind in (b"P", b"Q") and copy is not None:
+                if kind == b"Q":
+                    if len(body) < 8:
+                        break
+                    applied_at = _TIME.unpack_from(body, 0)[0]
+                    body = body[8:]
+                else:
+                    applied_at = self._now()
                 try:
                     seq, records = decode_records(body)
                 except MirrorDecodeError:
                     break
-                copy.apply(seq, records)
+                copy.apply(seq, records, applied_at)
         if pos != len(data):
             self._log.warn(
                 "mirror: copy of {node} read up to byte {pos} of {size}",
@@ -204,12 +215,18 @@ class CopyJournal:
         """A new copy (a new primary, or a new process of one): its file starts over."""
         self._write(copy.node_id, [b"E" + copy.epoch.encode("ascii", "replace")], truncate=True)
 
-    def applied(self, copy: StandbyCopy, payload: bytes, messages: int = 1) -> None:
+    def _now(self) -> float:
+        return float(self.clock.seconds()) if self.clock is not None else time.time()
+
+    def applied(
+        self, copy: StandbyCopy, payload: bytes, messages: int = 1, now: Optional[float] = None
+    ) -> None:
         """
         ``payload`` (of ``messages`` messages and records) was applied to
-        ``copy``: kept; synced and compacted when it is time.
+        ``copy`` at ``now``: kept; synced and compacted when it is time.
         """
-        self._write(copy.node_id, [b"P" + payload])
+        at = self._now() if now is None else now
+        self._write(copy.node_id, [b"Q" + _TIME.pack(at) + payload])
         if copy.node_id in self._files:
             self._written(copy.node_id, messages)
         size = self._sizes.get(copy.node_id, 0)
@@ -235,6 +252,8 @@ class CopyJournal:
     def compact(self, copy: StandbyCopy) -> None:
         """Rewrite ``copy``'s file as its epoch and one snapshot payload."""
         builder = RecordBuilder()
+        now = self._now()
+        now_ms = int(now * 1000)
         for name, topic in copy.topics.items():
             delays = topic.delays
             for channel, messages in topic.channels.items():
@@ -249,7 +268,7 @@ class CopyJournal:
                         name,
                         channel,
                         [
-                            encode_delay_item(delays[(channel, msg_id)], msg_id)
+                            encode_delay_item(max(1, delays[(channel, msg_id)] - now_ms), msg_id)
                             for msg_id in messages
                             if (channel, msg_id) in delays
                         ],
@@ -257,7 +276,7 @@ class CopyJournal:
             if topic.held:
                 # Held only while the topic has no channel: D keeps delays.
                 for msg_id, data in topic.held.items():
-                    delay = delays.get(("", msg_id), 0) if delays else 0
+                    delay = delays.get(("", msg_id), 0) - now_ms if delays else 0
                     if delay > 0:
                         builder.add_one(OP_DEFERRED, name, "", encode_delay_item(delay, data))
                     else:
@@ -269,7 +288,10 @@ class CopyJournal:
             stream.close()
         self._dirty.discard(copy.node_id)
         with open(path + ".tmp", "wb") as out:
-            for entry in (b"E" + copy.epoch.encode("ascii", "replace"), b"P" + snapshot):
+            for entry in (
+                b"E" + copy.epoch.encode("ascii", "replace"),
+                b"Q" + _TIME.pack(now) + snapshot,
+            ):
                 out.write(_LEN.pack(len(entry)) + entry)
             out.flush()
             os.fsync(out.fileno())

@@ -148,7 +148,9 @@ class TopicCopy:
     finished there, per channel (id -> encoded message; a dict keeps
     their order), and those held by the topic itself (no channel yet).
     Delays (DPUB, REQ) are kept apart, by ``(channel, id)`` (``""`` for
-    the topic's own), as few messages have one.
+    the topic's own), as few messages have one: as the time each is due,
+    in ms (the ``now`` it was applied at, plus its delay), so that a
+    takeover defers it only for what is left.
     """
 
     def __init__(self, name: str) -> None:
@@ -162,8 +164,8 @@ class TopicCopy:
         """Messages held in the copy (a message in two channels counts twice)."""
         return len(self.held) + sum(len(messages) for messages in self.channels.values())
 
-    def apply(self, op: bytes, channel: str, items: List[bytes]) -> None:
-        """Apply one record."""
+    def apply(self, op: bytes, channel: str, items: List[bytes], now_ms: int = 0) -> None:
+        """Apply one record, received at ``now_ms`` (ms since the epoch)."""
         if op == OP_MESSAGES:
             if channel:
                 # Messages of one channel only (a copy taken over, sent on).
@@ -187,7 +189,10 @@ class TopicCopy:
                         delays.pop((channel, msg_id), None)
         elif op == OP_DEFERRED:
             found = [decode_delay_item(item) for item in items]
-            self._add([data for _, data in found], [delay for delay, _ in found])
+            self._add(
+                [data for _, data in found],
+                [now_ms + delay if delay > 0 else 0 for delay, _ in found],
+            )
         elif op == OP_REQ:
             messages = self.channels.get(channel)
             if messages is not None:
@@ -198,7 +203,7 @@ class TopicCopy:
                         # Back at the end of the queue, as on the node.
                         messages[msg_id] = data
                         if delay_ms > 0:
-                            self.delays[(channel, msg_id)] = delay_ms
+                            self.delays[(channel, msg_id)] = now_ms + delay_ms
                         else:
                             self.delays.pop((channel, msg_id), None)
         elif op == OP_CHANNEL_CREATE:
@@ -253,11 +258,17 @@ class TopicCopy:
                     if delay > 0:
                         self.delays[(name, msg_id)] = delay
 
-    def take_over(self, broker: Any, taken: Optional[Dict[Tuple[str, str], List[bytes]]] = None) -> int:
+    def take_over(
+        self,
+        broker: Any,
+        taken: Optional[Dict[Tuple[str, str], List[bytes]]] = None,
+        now_ms: int = 0,
+    ) -> int:
         """
         Hand every message of the copy to ``broker``'s topic of the same
         name, into the same channels (created if need be), in order; how
-        many were handed over.  A mirrored topic's recorder is told of
+        many were handed over.  A deferred message is deferred for what is
+        left of its delay at ``now_ms``.  A mirrored topic's recorder is told of
         them, per channel, so that this node's own standbys copy them.
         The ids handed over are added to ``taken``, by ``(topic,
         channel)`` (``""``: the topic's own), for the fail-back exchange.
@@ -271,7 +282,7 @@ class TopicCopy:
             if self.paused.get(name) and not channel.paused:
                 channel.pause()
             for msg_id, data in messages.items():
-                delay_ms = delays.get((name, msg_id), 0) if delays else 0
+                delay_ms = delays.get((name, msg_id), 0) - now_ms if delays else 0
                 if delay_ms > 0:
                     channel.put_deferred(data, delay_ms / 1000.0)
                 else:
@@ -283,8 +294,8 @@ class TopicCopy:
                 taken.setdefault((self.name, name), []).extend(messages)
         held = list(self.held.items())
         for msg_id, data in held:
-            delay_ms = delays.get(("", msg_id), 0) if delays else 0
-            topic.put_encoded(data, delay_ms / 1000.0)
+            delay_ms = delays.get(("", msg_id), 0) - now_ms if delays else 0
+            topic.put_encoded(data, max(0, delay_ms) / 1000.0)
             moved += 1
         if recorder is not None and held:
             recorder.published_many(self.name, [data for _, data in held])
@@ -311,14 +322,15 @@ class StandbyCopy:
         self.applied = 0
         self.records = 0
 
-    def apply(self, seq: int, records: List[Record]) -> None:
-        """Apply one payload's records, in order."""
+    def apply(self, seq: int, records: List[Record], now: float = 0.0) -> None:
+        """Apply one payload's records, in order, received at ``now`` (seconds)."""
         topics = self.topics
+        now_ms = int(now * 1000)
         for op, topic, channel, items in records:
             found = topics.get(topic)
             if found is None:
                 found = topics[topic] = TopicCopy(topic)
-            found.apply(op, channel, items)
+            found.apply(op, channel, items, now_ms)
         self.records += len(records)
         self.applied = seq
 
@@ -326,11 +338,17 @@ class StandbyCopy:
         """Messages held, over every topic."""
         return sum(topic.count() for topic in self.topics.values())
 
-    def take_over(self, broker: Any, taken: Optional[Dict[Tuple[str, str], List[bytes]]] = None) -> int:
-        """Hand every topic's messages to ``broker`` (:meth:`TopicCopy.take_over`)."""
+    def take_over(
+        self,
+        broker: Any,
+        taken: Optional[Dict[Tuple[str, str], List[bytes]]] = None,
+        now: float = 0.0,
+    ) -> int:
+        """Hand every topic's messages to ``broker`` (:meth:`TopicCopy.take_over`) at ``now``."""
         moved = 0
+        now_ms = int(now * 1000)
         for topic in self.topics.values():
-            moved += topic.take_over(broker, taken)
+            moved += topic.take_over(broker, taken, now_ms)
         self.topics = {}
         return moved
 
