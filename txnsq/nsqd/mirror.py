@@ -243,14 +243,19 @@ class TopicCopy:
 
     def _add(self, items: List[bytes], delays: Optional[List[int]]) -> None:
         ids = [data[10:26] for data in items]
-        pairs = dict(zip(ids, items))
         channels = self.channels
-        if channels:
+        if len(channels) == 1:
+            # The common case: no dict of pairs made first.
+            for messages in channels.values():
+                messages.update(zip(ids, items))
+            names: List[str] = list(channels)
+        elif channels:
+            pairs = dict(zip(ids, items))
             for messages in channels.values():
                 messages.update(pairs)
-            names: List[str] = list(channels)
+            names = list(channels)
         else:
-            self.held.update(pairs)
+            self.held.update(zip(ids, items))
             names = [""]
         if delays is not None:
             for name in names:
