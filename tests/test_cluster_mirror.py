@@ -277,6 +277,20 @@ class FailoverTests(MirrorTestCase):
         copy = self.a.mirror.copies["node-b"].topics["mt"]
         self.assertEqual(sum(len(m) for m in copy.channels.values()), 3)
 
+    def test_topic_pause_mirrored(self) -> None:
+        """A topic paused on a is paused in b's copy, and on b after a failover, holding its messages."""
+        topic = self.a.broker.get_topic("mt")
+        topic.get_channel("c")
+        topic.pause()
+        topic.publish(b"held")
+        self.pump()
+        self.assertTrue(self.b.mirror.copies["node-a"].topics["mt"].paused.get(""))
+        self.cut()
+        self.clock.advance(5.1)
+        b_topic = self.b.broker.topics["mt"]
+        self.assertTrue(b_topic.paused)
+        self.assertEqual((b_topic.depth(), b_topic.channels["c"].depth()), (1, 0))
+
     def test_stats_mark_roles(self) -> None:
         """/stats marks b's copy of the topic as standby and a's as primary."""
         topic = self.a.broker.get_topic("mt")

@@ -25,6 +25,7 @@ from txnsq.protocol.mirror import (
     OP_CHANNEL_CREATE,
     OP_CHANNEL_EMPTY,
     OP_CHANNEL_PAUSE,
+    OP_CHANNEL_UNPAUSE,
     OP_DEFERRED,
     OP_FIN,
     OP_MESSAGES,
@@ -117,6 +118,28 @@ class TopicCopyTests(SynchronousTestCase):
         self.assertEqual((topic.channels["c"].depth(), topic.channels["c"].deferred_count), (1, 1))
         self.assertTrue(topic.channels["p"].paused)
         self.assertEqual(copy.count(), 0)
+
+    def test_topic_pause(self) -> None:
+        """A paused topic's copy holds its publishes; unpaused, they go to the channels."""
+        copy = TopicCopy("t")
+        copy.apply(OP_CHANNEL_CREATE, "c", [])
+        copy.apply(OP_CHANNEL_PAUSE, "", [])
+        copy.apply(OP_MESSAGES, "", [message(1)])
+        self.assertEqual((len(copy.held), len(copy.channels["c"])), (1, 0))
+        copy.apply(OP_CHANNEL_UNPAUSE, "", [])
+        self.assertEqual((len(copy.held), len(copy.channels["c"])), (0, 1))
+
+    def test_take_over_paused_topic(self) -> None:
+        """Taken over, a paused topic is paused here and keeps what it held."""
+        broker = make_broker()
+        copy = TopicCopy("t")
+        copy.apply(OP_CHANNEL_CREATE, "c", [])
+        copy.apply(OP_CHANNEL_PAUSE, "", [])
+        copy.apply(OP_MESSAGES, "", [message(1)])
+        copy.take_over(broker)
+        topic = broker.topics["t"]
+        self.assertTrue(topic.paused)
+        self.assertEqual((topic.depth(), topic.channels["c"].depth()), (1, 0))
 
     def test_take_over_remaining_delay(self) -> None:
         """A deferred message taken over later is deferred for what is left of its delay."""

@@ -679,6 +679,11 @@ class Mirror(TopologyListener):
                 self._send_chunks(name, channel.name, messages)
                 if not complete:
                     self.catch_up_incomplete += 1
+            # The topic's own state: paused or not, and what it holds.
+            recorder.channel_changed(
+                CHANNEL_OPS["pause" if topic.paused else "unpause"], name, ""
+            )
+            recorder.channel_changed(CHANNEL_OPS["empty"], name, "")
             held, complete = topic_snapshot(topic)
             self._send_chunks(name, "", held)
             if not complete:

@@ -256,6 +256,8 @@ class CopyJournal:
         now_ms = int(now * 1000)
         for name, topic in copy.topics.items():
             delays = topic.delays
+            if topic.paused.get(""):
+                builder.add(OP_CHANNEL_PAUSE, name, "", [])
             for channel, messages in topic.channels.items():
                 builder.add(OP_CHANNEL_CREATE, name, channel, [])
                 if topic.paused.get(channel):

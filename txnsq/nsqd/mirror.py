@@ -208,7 +208,8 @@ class TopicCopy:
                             self.delays.pop((channel, msg_id), None)
         elif op == OP_CHANNEL_CREATE:
             if channel not in self.channels:
-                first = not self.channels
+                # A paused topic keeps what it holds (as nsqd's does).
+                first = not self.channels and not self.paused.get("")
                 self.channels[channel] = self.held if first else {}
                 if first:
                     self.held = {}
@@ -226,9 +227,25 @@ class TopicCopy:
                     self.channels[channel] = {}
                 self._rename_delays(channel, None)
         elif op == OP_CHANNEL_PAUSE:
+            # Channel "": the topic itself was paused.
             self.paused[channel] = True
         elif op == OP_CHANNEL_UNPAUSE:
             self.paused.pop(channel, None)
+            if not channel and self.held and self.channels:
+                self._release_held()
+
+    def _release_held(self) -> None:
+        """The topic was unpaused: what it held goes to every channel, delays with it."""
+        held, self.held = self.held, {}
+        delays = self.delays
+        for name, messages in self.channels.items():
+            messages.update(held)
+            if delays:
+                for msg_id in held:
+                    delay = delays.get(("", msg_id))
+                    if delay is not None:
+                        delays[(name, msg_id)] = delay
+        self._rename_delays("", None)
 
     def _rename_delays(self, old: str, new: Optional[str]) -> None:
         """Move ``old``'s delays to ``new`` (``None``: drop them)."""
@@ -244,11 +261,15 @@ class TopicCopy:
     def _add(self, items: List[bytes], delays: Optional[List[int]]) -> None:
         ids = [data[10:26] for data in items]
         channels = self.channels
-        if len(channels) == 1:
+        if self.paused.get(""):
+            # A paused topic holds its publishes.
+            self.held.update(zip(ids, items))
+            names: List[str] = [""]
+        elif len(channels) == 1:
             # The common case: no dict of pairs made first.
             for messages in channels.values():
                 messages.update(zip(ids, items))
-            names: List[str] = list(channels)
+            names = list(channels)
         elif channels:
             pairs = dict(zip(ids, items))
             for messages in channels.values():
@@ -297,6 +318,8 @@ class TopicCopy:
                 recorder.handed_over(self.name, name, list(messages.values()))
             if taken is not None and messages:
                 taken.setdefault((self.name, name), []).extend(messages)
+        if self.paused.get("") and not topic.paused:
+            topic.pause()
         held = list(self.held.items())
         for msg_id, data in held:
             delay_ms = delays.get(("", msg_id), 0) - now_ms if delays else 0
