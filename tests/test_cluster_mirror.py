@@ -354,6 +354,34 @@ class NodeIdTests(SynchronousTestCase):
         self.assertTrue(first)
 
 
+class NamedTopicsTests(SynchronousTestCase):
+    """The topics of ``POST /topic/mirror`` kept across a restart."""
+
+    def test_named_kept(self) -> None:
+        """A topic mirrored by name is mirrored again by a new Mirror on the same file, when it is made."""
+        import os
+
+        directory = self.mktemp()
+        os.makedirs(directory)
+        path = os.path.join(directory, "txnsq-mirror.topics")
+        clock = Clock()
+        first = Side(clock, "node-a", 7000, named_file=path)
+        first.mirror.mirror_topic("orders")
+        first.mirror.stop()
+        again = Side(clock, "node-a", 7000, named_file=path)
+        self.assertTrue(again.mirror.mirrored("orders"))
+        self.assertFalse(again.mirror.mirrored("other"))
+        topic = again.broker.get_topic("orders")
+        self.assertIsNotNone(topic.mirror)
+
+    def test_unwritable_logged(self) -> None:
+        """A file that cannot be written does not fail POST /topic/mirror: the topic is mirrored until the restart."""
+        clock = Clock()
+        side = Side(clock, "node-a", 7000, named_file="/nonexistent/dir/txnsq-mirror.topics")
+        side.mirror.mirror_topic("orders")
+        self.assertTrue(side.mirror.mirrored("orders"))
+
+
 class StandbyTopicTests(MirrorTestCase):
     """The standby makes the topics it keeps copies of."""
 

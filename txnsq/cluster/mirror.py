@@ -96,6 +96,9 @@ Taken = Dict[Tuple[str, str], List[bytes]]
 #: File (in ``--data-path``) keeping this node's mirror id across restarts.
 NODE_ID_FILE = "txnsq-mirror.id"
 
+#: File (in ``--data-path``) keeping the topics of ``POST /topic/mirror``.
+NAMED_TOPICS_FILE = "txnsq-mirror.topics"
+
 
 def _random_id() -> str:
     return b32encode(os.urandom(10)).decode().lower()
@@ -175,6 +178,7 @@ class Mirror(TopologyListener):
         failover_timeout: float = 10.0,
         max_lag_bytes: int = MAX_LAG_BYTES,
         journal: Optional[Any] = None,
+        named_file: Optional[str] = None,
     ) -> None:
         self.broker = broker
         self.node = node
@@ -183,6 +187,8 @@ class Mirror(TopologyListener):
         self.epoch = _random_id()
         self._pattern = re.compile(topics) if topics else None
         self.named: Set[str] = set()
+        #: Where ``POST /topic/mirror``'s topics are kept (one a line), or None.
+        self.named_file = named_file
         self.sync = ack == "sync"
         self.failover_timeout = failover_timeout
         self.max_lag_bytes = max_lag_bytes
@@ -235,6 +241,7 @@ class Mirror(TopologyListener):
 
     def start(self) -> None:
         """Hook into the broker and the route node; mark the existing topics."""
+        self.named |= self._load_named()
         self.node.info_extra[INFO_FIELD] = {"id": self.node_id, "epoch": self.epoch}
         self.node.observers.append(self)
         self.node.internal_handler = self._internal
@@ -316,9 +323,37 @@ class Mirror(TopologyListener):
         if name.endswith("#ephemeral"):
             raise ValueError("an ephemeral topic cannot be mirrored")
         topic = self.broker.get_topic(name)
-        self.named.add(name)
+        if name not in self.named:
+            self.named.add(name)
+            self._keep_named()
         self._mirrored.pop(name, None)
         self.topic_created(topic)
+
+    def _load_named(self) -> Set[str]:
+        """The topics ``POST /topic/mirror`` named before a restart."""
+        if not self.named_file:
+            return set()
+        try:
+            with open(self.named_file, encoding="ascii") as stream:
+                return {line.strip() for line in stream if line.strip()}
+        except (OSError, UnicodeDecodeError):
+            return set()
+
+    def _keep_named(self) -> None:
+        """Write the named topics (atomically); logged, not raised, when it fails."""
+        if not self.named_file:
+            return
+        from txnsq.files import write_file_atomically
+
+        data = "".join(name + "\n" for name in sorted(self.named)).encode("ascii")
+        try:
+            write_file_atomically(self.named_file, data)
+        except OSError as error:
+            self._log.warn(
+                "mirror: cannot keep the mirrored topics in {path}: {error}",
+                path=self.named_file,
+                error=error,
+            )
 
     def topic_created(self, topic: Any) -> None:
         """A topic was made: mirrored if it should be."""
