@@ -39,6 +39,9 @@ class Side:
     ) -> None:
         # A broker given is one kept across a restart (its queues on disk).
         self.broker = broker if broker is not None else make_broker(clock)
+        # No heartbeat unless a test asks: the pump moves bytes only when
+        # called, so pings sent while a test advances the clock go unheard.
+        mirror.setdefault("heartbeat", (0.0, 0.0))
         self.dials = FakeDials()
         self.node = RouteNode(clock, "c1", self.dials, advertise=("127.0.0.1", port))
         self.mirror = Mirror(self.broker, self.node, clock, name, **mirror)
@@ -352,6 +355,60 @@ class NodeIdTests(SynchronousTestCase):
         first = load_node_id(path)
         self.assertEqual(load_node_id(path), first)
         self.assertTrue(first)
+
+
+class HeartbeatTests(MirrorTestCase):
+    """A peer that stops answering (hung, not disconnected) is seen by the heartbeat."""
+
+    def setUp(self) -> None:
+        self.clock = Clock()
+        self.clock.advance(START)
+        self.a = Side(self.clock, "node-a", 7000, topics="^m", failover_timeout=5.0, heartbeat=(1.0, 3.0))
+        self.b = Side(self.clock, "node-b", 7001, topics="^m", failover_timeout=5.0, heartbeat=(1.0, 3.0))
+        self.link = None
+        self.connect()
+
+    def beat(self, seconds: int) -> None:
+        """Let ``seconds`` pass, one second at a time, bytes moved each second."""
+        for _ in range(seconds):
+            self.clock.advance(1.0)
+            self.pump()
+
+    def test_pings_keep_peers(self) -> None:
+        """Peers that ping each other stay peers however long nothing is published."""
+        self.beat(20)
+        self.assertEqual(len(self.b.mirror.peers), 1)
+        self.assertEqual(self.b.mirror.silences, 0)
+
+    def test_hung_primary_failed_over(self) -> None:
+        """
+        A primary that stops sending (its route still connected) is treated
+        as down after the silence limit, and its copy delivered after the
+        failover timeout; heard again, it is a peer again and the exchange
+        runs (a drops what b took over).
+        """
+        topic = self.a.broker.get_topic("mt")
+        channel = topic.get_channel("c")
+        topic.publish(b"one")
+        self.pump()
+        assert self.link is not None
+        client, client_transport, server, server_transport = self.link
+        # a hangs: b's bytes pile up unread, a sends nothing.
+        for _ in range(4):
+            self.clock.advance(1.0)
+            client_transport.clear()
+            server_transport.clear()
+        self.assertEqual(self.b.mirror.silences, 1)
+        self.assertEqual(self.b.mirror.peers, {})
+        self.clock.advance(5.0)
+        self.assertEqual(self.b.mirror.taken_over[0]["reason"], "unreachable")
+        self.assertEqual(self.b.broker.topics["mt"].channels["c"].depth(), 1)
+        # a wakes up: its next ping revives it at b; a's own view saw b silent too.
+        self.beat(3)
+        self.assertEqual(len(self.b.mirror.peers), 1)
+        self.assertTrue(self.b.mirror.taken_over[0]["split_brain"])
+        self.assertEqual(channel.depth(), 0)
+        self.assertEqual(self.b.broker.topics["mt"].channels["c"].depth(), 1)
 
 
 class NamedTopicsTests(SynchronousTestCase):

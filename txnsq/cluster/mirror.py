@@ -25,6 +25,12 @@ nats-server) is never sent the internal subjects.
   memory), its copy is handed to this node's channels, which deliver it.
 - A peer going down releases the producers waiting for its acks: until it
   is back, publishes are kept by this node alone.
+- Heartbeats: every mirroring peer is sent an empty ``$NSQ.mirror.ping``
+  every ``heartbeat`` seconds; a peer heard from (any mirror message) for
+  none of the last ``silence`` seconds is treated as unrouted (its copy
+  fails over after the timeout, producers waiting for its acks are
+  released) until it is heard again -- a hung node (SIGSTOP, a cut
+  cable) is seen long before the route's two missed PINGs.
 - Fail-back: when two nodes route to each other, each sends the other an
   exchange (``$NSQ.mirror.exchange``): the ids of the messages it took
   over from the other (by the other's process epoch).  The receiver drops
@@ -44,6 +50,7 @@ import re
 from base64 import b32encode
 from typing import Any, Dict, List, Optional, Set, Tuple
 
+from twisted.internet.task import LoopingCall
 from twisted.logger import Logger
 
 from txnsq.cluster.route import RouteProtocol
@@ -68,6 +75,7 @@ from txnsq.protocol.mirror import (
     SUBJECT_ACK,
     SUBJECT_DATA,
     SUBJECT_EXCHANGE,
+    SUBJECT_PING,
     MirrorDecodeError,
     RecordBuilder,
     decode_ack,
@@ -98,6 +106,9 @@ NODE_ID_FILE = "txnsq-mirror.id"
 
 #: File (in ``--data-path``) keeping the topics of ``POST /topic/mirror``.
 NAMED_TOPICS_FILE = "txnsq-mirror.topics"
+
+
+_PING_HEAD = encode_rmsg_head(ACCOUNT, SUBJECT_PING, 0)
 
 
 def _random_id() -> str:
@@ -134,7 +145,7 @@ def load_node_id(data_path: str) -> str:
 class MirrorPeer:
     """A mirroring txnsq peer routed now."""
 
-    __slots__ = ("server_id", "route", "node_id", "epoch", "acked", "up_at")
+    __slots__ = ("server_id", "route", "node_id", "epoch", "acked", "up_at", "heard")
 
     def __init__(self, route: RouteProtocol, node_id: str, epoch: str, now: float) -> None:
         self.server_id = route.server_id or ""
@@ -143,6 +154,18 @@ class MirrorPeer:
         self.epoch = epoch
         self.acked = 0
         self.up_at = now
+        #: When a mirror message of it last came.
+        self.heard = now
+
+
+def heartbeat_of(failover_timeout: float) -> Tuple[float, float]:
+    """
+    The default ``(heartbeat, silence)`` for a failover timeout: a ping
+    every quarter of it (0.25 to 5 s), a peer silent for as long as the
+    timeout itself (at least 2 s: a loaded machine's pauses are not a
+    hang) treated as unrouted.
+    """
+    return max(0.25, min(failover_timeout / 4.0, 5.0)), max(failover_timeout, 2.0)
 
 
 class Mirror(TopologyListener):
@@ -179,6 +202,7 @@ class Mirror(TopologyListener):
         max_lag_bytes: int = MAX_LAG_BYTES,
         journal: Optional[Any] = None,
         named_file: Optional[str] = None,
+        heartbeat: Optional[Tuple[float, float]] = None,
     ) -> None:
         self.broker = broker
         self.node = node
@@ -189,6 +213,12 @@ class Mirror(TopologyListener):
         self.named: Set[str] = set()
         #: Where ``POST /topic/mirror``'s topics are kept (one a line), or None.
         self.named_file = named_file
+        #: (ping interval, silence limit) in seconds; (0, 0): no heartbeat.
+        self.heartbeat = heartbeat if heartbeat is not None else heartbeat_of(failover_timeout)
+        self._beats: Optional[LoopingCall] = None
+        #: Route server ids of peers silent past the limit (routed still).
+        self._silenced: Dict[str, RouteProtocol] = {}
+        self.silences = 0
         self.sync = ack == "sync"
         self.failover_timeout = failover_timeout
         self.max_lag_bytes = max_lag_bytes
@@ -242,6 +272,10 @@ class Mirror(TopologyListener):
     def start(self) -> None:
         """Hook into the broker and the route node; mark the existing topics."""
         self.named |= self._load_named()
+        if self.heartbeat[0] > 0:
+            self._beats = LoopingCall(self._beat)
+            self._beats.clock = self.clock
+            self._beats.start(self.heartbeat[0], now=False)
         self.node.info_extra[INFO_FIELD] = {"id": self.node_id, "epoch": self.epoch}
         self.node.observers.append(self)
         self.node.internal_handler = self._internal
@@ -294,6 +328,9 @@ class Mirror(TopologyListener):
         if self.journal is not None:
             self.journal.close()
         self._release_hold("stopping")
+        beats, self._beats = self._beats, None
+        if beats is not None and beats.running:
+            beats.stop()
         call, self._flush_call = self._flush_call, None
         if call is not None and call.active():
             call.cancel()
@@ -462,8 +499,15 @@ class Mirror(TopologyListener):
         count = len(batch.payloads)
         peer = self.peers.get(route.server_id or "")
         if peer is None:
-            # Not a mirroring peer (or not yet): nothing to do with it.
-            return count
+            if self._silenced.get(route.server_id or "") is route:
+                # Silent for a while, and heard again: routed anew.
+                self._log.info("mirror: silent peer heard again")
+                self.route_up(route)
+                peer = self.peers.get(route.server_id or "")
+            if peer is None:
+                # Not a mirroring peer (or not yet): nothing to do with it.
+                return count
+        peer.heard = self.clock.seconds()
         if batch.subject == SUBJECT_DATA:
             copy = self.copies.get(peer.node_id)
             journal = self.journal
@@ -523,6 +567,29 @@ class Mirror(TopologyListener):
                     continue
                 self._exchange_received(peer, records)
         return count
+
+    # -- heartbeats -----------------------------------------------------------------
+
+    def _beat(self) -> None:
+        """Ping every peer; a peer silent past the limit is treated as unrouted."""
+        now = self.clock.seconds()
+        limit = self.heartbeat[1]
+        for server_id, peer in list(self.peers.items()):
+            if now - peer.heard > limit:
+                self.silences += 1
+                self._log.warn(
+                    "mirror: peer {peer} silent for {seconds:.1f}s: treated as down",
+                    peer=peer.node_id,
+                    seconds=now - peer.heard,
+                )
+                route = peer.route
+                self.route_down(server_id)
+                self._silenced[server_id] = route
+            else:
+                peer.route.send_message(_PING_HEAD, b"")
+        for route in self._silenced.values():
+            # Still routed: our pings let it hear us again when it wakes.
+            route.send_message(_PING_HEAD, b"")
 
     # -- fail-back exchange -----------------------------------------------------
 
@@ -658,6 +725,7 @@ class Mirror(TopologyListener):
         if not node_id or node_id == self.node_id:
             return
         server_id = route.server_id or ""
+        self._silenced.pop(server_id, None)
         existing = self.peers.get(server_id)
         if existing is not None:
             existing.route = route
@@ -742,6 +810,7 @@ class Mirror(TopologyListener):
 
     def route_down(self, server_id: str) -> None:
         """A server has no route left: its copy fails over after the timeout."""
+        self._silenced.pop(server_id, None)
         peer = self.peers.pop(server_id, None)
         if peer is None:
             return
@@ -847,6 +916,12 @@ class Mirror(TopologyListener):
             "decode_errors": self.decode_errors,
             "catch_up_messages": self.catch_up_messages,
             "catch_up_incomplete": self.catch_up_incomplete,
+            "heartbeat": {
+                "interval": self.heartbeat[0],
+                "silence_limit": self.heartbeat[1],
+                "silences": self.silences,
+                "silent_peers": len(self._silenced),
+            },
             "exchange": {
                 "applied": self.exchanges_applied,
                 "answered": self.exchanges_answered,
@@ -864,6 +939,7 @@ class Mirror(TopologyListener):
                     "server_id": peer.server_id,
                     "epoch": peer.epoch,
                     "acked_seq": peer.acked,
+                    "heard_ago": round(now - peer.heard, 3),
                 }
                 for peer in self.peers.values()
             ],

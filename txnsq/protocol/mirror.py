@@ -52,6 +52,7 @@ __all__ = [
     "SUBJECT_ACK",
     "SUBJECT_DATA",
     "SUBJECT_EXCHANGE",
+    "SUBJECT_PING",
     "decode_ack",
     "decode_records",
     "encode_ack",
@@ -62,6 +63,8 @@ INTERNAL_PREFIX = "$NSQ."
 SUBJECT_DATA = "$NSQ.mirror.data"
 SUBJECT_ACK = "$NSQ.mirror.ack"
 SUBJECT_EXCHANGE = "$NSQ.mirror.exchange"
+#: A heartbeat (empty payload): the sender is alive and reading.
+SUBJECT_PING = "$NSQ.mirror.ping"
 
 OP_MESSAGES = b"M"
 OP_DEFERRED = b"D"
