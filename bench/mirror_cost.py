@@ -13,10 +13,20 @@ Two publishers:
 - ``MPUB`` of ``--batch`` messages, one at a time.
 
 Each figure is the median of ``--rounds`` runs, ``plain`` and
-``mirrored`` alternating.
+``mirrored`` alternating.  The nodes run with ``--nats-topics=^$``, so
+that ``plain`` is not bridged to the peer either (with routes every
+topic is bridged by default, and the peer's work on the bridged copies
+would slow the baseline); ``--bridged`` keeps that default.
+
+Besides the rates, the CPU time each nsqd spent per message (user +
+system, from ``/proc``, read once the standby has acked everything): on
+a machine shared with other work the rates move with the load, the CPU
+per message much less.  The primary's CPU ratio (plain / mirrored) is
+what the rate ratio would be with the primary CPU-bound on a core of its
+own (the standby on another).
 
     python bench/mirror_cost.py [--count 50000] [--size 100] [--window 100]
-        [--batch 100] [--rounds 3] [--nsqd 'COMMAND']
+        [--batch 100] [--rounds 3] [--nsqd 'COMMAND'] [--bridged]
 """
 
 from __future__ import annotations
@@ -50,7 +60,9 @@ def stats(http_port: int) -> Dict[str, Any]:
         return json.loads(response.read())  # type: ignore[no-any-return]
 
 
-def start_pair(mode: str, count: int, directory: str, command: List[str]) -> Tuple[NSQDChild, NSQDChild, int]:
+def start_pair(
+    mode: str, count: int, directory: str, command: List[str], bridged: bool = False
+) -> Tuple[NSQDChild, NSQDChild, int]:
     """Two routed nsqd mirroring ``^mirrored``; the first one's HTTP port."""
     http_a, http_b, cluster_a, cluster_b = free_ports(4)
     children = []
@@ -69,7 +81,8 @@ def start_pair(mode: str, count: int, directory: str, command: List[str]) -> Tup
                 "--routes=nats-route://127.0.0.1:%d" % (other,),
                 "--mirror-topics=^mirrored",
                 "--mirror-ack=" + mode,
-            ],
+            ]
+            + ([] if bridged else ["--nats-topics=^$"]),
             command,
             os.path.join(directory, "%s-%s.log" % (mode, name)),
         )
@@ -81,6 +94,22 @@ def start_pair(mode: str, count: int, directory: str, command: List[str]) -> Tup
             raise RuntimeError("the nodes did not route to each other")
         time.sleep(0.05)
     return children[0], children[1], http_a
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds used so far by ``pid`` (Linux ``/proc``)."""
+    with open("/proc/%d/stat" % (pid,)) as stream:
+        fields = stream.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def wait_acked(http_port: int, within: float = 30.0) -> None:
+    """Until the primary's standby has acked every payload (async lag drained)."""
+    deadline = time.monotonic() + within
+    while stats(http_port)["cluster"]["mirror"]["lag_bytes"]:
+        if time.monotonic() > deadline:
+            return
+        time.sleep(0.05)
 
 
 def publish_pub(address: Tuple[str, int], topic: bytes, count: int, size: int, window: int) -> float:
@@ -118,15 +147,24 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=100)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--nsqd", default=None, help="command running nsqd")
+    parser.add_argument(
+        "--bridged", action="store_true", help="bridge the plain topic to the peer (the default with routes)"
+    )
     options = parser.parse_args()
     command = nsqd_command(options.nsqd)
-    print("mirror cost: %d messages of %d bytes, PUB window %d, MPUB batch %d, median of %d"
-          % (options.count, options.size, options.window, options.batch, options.rounds))
-    print("| ack | publisher | plain msg/s | mirrored msg/s | ratio |")
-    print("| --- | --- | ---: | ---: | ---: |")
+    print("mirror cost: %d messages of %d bytes, PUB window %d, MPUB batch %d, median of %d; plain %s"
+          % (options.count, options.size, options.window, options.batch, options.rounds,
+             "bridged to the peer" if options.bridged else "not bridged"))
+    print(
+        "| ack | publisher | plain msg/s | mirrored msg/s | ratio "
+        "| primary CPU us/msg plain | mirrored | primary CPU ratio | standby CPU us/msg |"
+    )
+    print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     with tempfile.TemporaryDirectory() as directory:
         for mode in ("sync", "async"):
-            a, b, http_a = start_pair(mode, options.count * options.rounds, directory, command)
+            a, b, http_a = start_pair(
+                mode, options.count * options.rounds, directory, command, options.bridged
+            )
             try:
                 for topic in (b"plain", b"mirrored"):
                     create_channel(a.tcp_address, topic, b"c")
@@ -135,15 +173,36 @@ def main() -> None:
                     ("MPUB x%d" % options.batch, publish_mpub, options.batch),
                 ):
                     rates: Dict[bytes, List[float]] = {b"plain": [], b"mirrored": []}
+                    cpus: Dict[bytes, List[float]] = {b"plain": [], b"mirrored": []}
+                    standby: List[float] = []
                     for index in range(options.rounds):
                         order = (b"plain", b"mirrored") if index % 2 == 0 else (b"mirrored", b"plain")
                         for topic in order:
+                            wait_acked(http_a)
+                            before = cpu_seconds(a.pid), cpu_seconds(b.pid)
                             rates[topic].append(
                                 run(a.tcp_address, topic, options.count, options.size, arg)
                             )
+                            wait_acked(http_a)
+                            cpus[topic].append(
+                                (cpu_seconds(a.pid) - before[0]) / options.count * 1e6
+                            )
+                            if topic == b"mirrored":
+                                standby.append(
+                                    (cpu_seconds(b.pid) - before[1]) / options.count * 1e6
+                                )
                     plain = statistics.median(rates[b"plain"])
                     mirrored = statistics.median(rates[b"mirrored"])
-                    print("| %s | %s | %.0f | %.0f | %.2fx |" % (mode, label, plain, mirrored, mirrored / plain))
+                    plain_cpu = statistics.median(cpus[b"plain"])
+                    mirrored_cpu = statistics.median(cpus[b"mirrored"])
+                    print(
+                        "| %s | %s | %.0f | %.0f | %.2fx | %.1f | %.1f | %.2fx | %.1f |"
+                        % (
+                            mode, label, plain, mirrored, mirrored / plain,
+                            plain_cpu, mirrored_cpu, plain_cpu / mirrored_cpu,
+                            statistics.median(standby),
+                        )
+                    )
                     sys.stdout.flush()
                 lag = stats(http_a)["cluster"]["mirror"]
                 held = stats(int(b.argv[[i for i, arg in enumerate(b.argv) if arg.startswith("--http-address")][0]].rsplit(":", 1)[1]))

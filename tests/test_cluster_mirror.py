@@ -34,8 +34,14 @@ class FakeConnection:
 class Side:
     """One node: broker, route node, mirror."""
 
-    def __init__(self, clock: Clock, name: str, port: int, **mirror: Any) -> None:
-        self.broker = make_broker(clock)
+    def __init__(
+        self, clock: Clock, name: str, port: int, broker: Any = None, **mirror: Any
+    ) -> None:
+        # A broker given is one kept across a restart (its queues on disk).
+        self.broker = broker if broker is not None else make_broker(clock)
+        # No heartbeat unless a test asks: the pump moves bytes only when
+        # called, so pings sent while a test advances the clock go unheard.
+        mirror.setdefault("heartbeat", (0.0, 0.0))
         self.dials = FakeDials()
         self.node = RouteNode(clock, "c1", self.dials, advertise=("127.0.0.1", port))
         self.mirror = Mirror(self.broker, self.node, clock, name, **mirror)
@@ -274,6 +280,20 @@ class FailoverTests(MirrorTestCase):
         copy = self.a.mirror.copies["node-b"].topics["mt"]
         self.assertEqual(sum(len(m) for m in copy.channels.values()), 3)
 
+    def test_topic_pause_mirrored(self) -> None:
+        """A topic paused on a is paused in b's copy, and on b after a failover, holding its messages."""
+        topic = self.a.broker.get_topic("mt")
+        topic.get_channel("c")
+        topic.pause()
+        topic.publish(b"held")
+        self.pump()
+        self.assertTrue(self.b.mirror.copies["node-a"].topics["mt"].paused.get(""))
+        self.cut()
+        self.clock.advance(5.1)
+        b_topic = self.b.broker.topics["mt"]
+        self.assertTrue(b_topic.paused)
+        self.assertEqual((b_topic.depth(), b_topic.channels["c"].depth()), (1, 0))
+
     def test_stats_mark_roles(self) -> None:
         """/stats marks b's copy of the topic as standby and a's as primary."""
         topic = self.a.broker.get_topic("mt")
@@ -335,6 +355,88 @@ class NodeIdTests(SynchronousTestCase):
         first = load_node_id(path)
         self.assertEqual(load_node_id(path), first)
         self.assertTrue(first)
+
+
+class HeartbeatTests(MirrorTestCase):
+    """A peer that stops answering (hung, not disconnected) is seen by the heartbeat."""
+
+    def setUp(self) -> None:
+        self.clock = Clock()
+        self.clock.advance(START)
+        self.a = Side(self.clock, "node-a", 7000, topics="^m", failover_timeout=5.0, heartbeat=(1.0, 3.0))
+        self.b = Side(self.clock, "node-b", 7001, topics="^m", failover_timeout=5.0, heartbeat=(1.0, 3.0))
+        self.link = None
+        self.connect()
+
+    def beat(self, seconds: int) -> None:
+        """Let ``seconds`` pass, one second at a time, bytes moved each second."""
+        for _ in range(seconds):
+            self.clock.advance(1.0)
+            self.pump()
+
+    def test_pings_keep_peers(self) -> None:
+        """Peers that ping each other stay peers however long nothing is published."""
+        self.beat(20)
+        self.assertEqual(len(self.b.mirror.peers), 1)
+        self.assertEqual(self.b.mirror.silences, 0)
+
+    def test_hung_primary_failed_over(self) -> None:
+        """
+        A primary that stops sending (its route still connected) is treated
+        as down after the silence limit, and its copy delivered after the
+        failover timeout; heard again, it is a peer again and the exchange
+        runs (a drops what b took over).
+        """
+        topic = self.a.broker.get_topic("mt")
+        channel = topic.get_channel("c")
+        topic.publish(b"one")
+        self.pump()
+        assert self.link is not None
+        client, client_transport, server, server_transport = self.link
+        # a hangs: b's bytes pile up unread, a sends nothing.
+        for _ in range(4):
+            self.clock.advance(1.0)
+            client_transport.clear()
+            server_transport.clear()
+        self.assertEqual(self.b.mirror.silences, 1)
+        self.assertEqual(self.b.mirror.peers, {})
+        self.clock.advance(5.0)
+        self.assertEqual(self.b.mirror.taken_over[0]["reason"], "unreachable")
+        self.assertEqual(self.b.broker.topics["mt"].channels["c"].depth(), 1)
+        # a wakes up: its next ping revives it at b; a's own view saw b silent too.
+        self.beat(3)
+        self.assertEqual(len(self.b.mirror.peers), 1)
+        self.assertTrue(self.b.mirror.taken_over[0]["split_brain"])
+        self.assertEqual(channel.depth(), 0)
+        self.assertEqual(self.b.broker.topics["mt"].channels["c"].depth(), 1)
+
+
+class NamedTopicsTests(SynchronousTestCase):
+    """The topics of ``POST /topic/mirror`` kept across a restart."""
+
+    def test_named_kept(self) -> None:
+        """A topic mirrored by name is mirrored again by a new Mirror on the same file, when it is made."""
+        import os
+
+        directory = self.mktemp()
+        os.makedirs(directory)
+        path = os.path.join(directory, "txnsq-mirror.topics")
+        clock = Clock()
+        first = Side(clock, "node-a", 7000, named_file=path)
+        first.mirror.mirror_topic("orders")
+        first.mirror.stop()
+        again = Side(clock, "node-a", 7000, named_file=path)
+        self.assertTrue(again.mirror.mirrored("orders"))
+        self.assertFalse(again.mirror.mirrored("other"))
+        topic = again.broker.get_topic("orders")
+        self.assertIsNotNone(topic.mirror)
+
+    def test_unwritable_logged(self) -> None:
+        """A file that cannot be written does not fail POST /topic/mirror: the topic is mirrored until the restart."""
+        clock = Clock()
+        side = Side(clock, "node-a", 7000, named_file="/nonexistent/dir/txnsq-mirror.topics")
+        side.mirror.mirror_topic("orders")
+        self.assertTrue(side.mirror.mirrored("orders"))
 
 
 class StandbyTopicTests(MirrorTestCase):
@@ -420,3 +522,146 @@ class TopicEmptyTests(MirrorTestCase):
         topic.publish(b"after")
         self.pump()
         self.assertEqual(self.copy_of_a(), [b"after"])
+
+
+class FailBackTests(MirrorTestCase):
+    """The exchange when a node comes back: what was taken over is delivered once."""
+
+    def a_holds(self, bodies: List[bytes]) -> Any:
+        """a's channel ``mt:c`` with ``bodies`` published, delivered to a consumer, in flight."""
+        topic = self.a.broker.get_topic("mt")
+        channel = topic.get_channel("c")
+        consumer = FakeConsumer(ready_count=10)
+        topic.publish_many(bodies)
+        channel.add_consumer(consumer)
+        channel.consumer_ready(consumer)
+        self.pump()
+        return channel, consumer
+
+    def restart_a_keeping_queues(self) -> None:
+        """a's process ends, its channels' queues kept (disk storage), and starts again."""
+        channel = self.a.broker.topics["mt"].channels["c"]
+        for consumer in list(channel.consumers):
+            # In flight at the end: back in the queue at the restart.
+            channel.remove_consumer(consumer)
+        self.a.mirror.stop()
+        self.a = Side(
+            self.clock, "node-a", 7000, broker=self.a.broker, topics="^m", failover_timeout=5.0
+        )
+
+    def delivered_by(self, side: Side) -> List[bytes]:
+        channel = side.broker.topics["mt"].channels["c"]
+        consumer = FakeConsumer(ready_count=100)
+        channel.add_consumer(consumer)
+        channel.consumer_ready(consumer)
+        return [message.body for message in consumer.take()]
+
+    def test_restarted_primary_holds_then_drops_taken_over(self) -> None:
+        """A primary restarted with its queues holds delivery, and drops what b took over at once at its return."""
+        channel, consumer = self.a_holds([b"one", b"two", b"three"])
+        channel.finish(consumer, consumer.take()[0].id)
+        self.pump()
+        self.cut()
+        self.restart_a_keeping_queues()
+        self.assertEqual(self.a.mirror.stats()["exchange"]["holding"], ["mt"])
+        self.assertEqual(self.delivered_by(self.a), [])
+        answered = self.b.mirror.exchanges_answered
+        self.connect()
+        self.assertEqual(self.b.mirror.taken_over[0]["reason"], "restarted")
+        self.assertEqual(self.a.mirror.dropped_taken, 2)
+        self.assertEqual(self.a.mirror.stats()["exchange"]["holding"], [])
+        self.assertEqual(self.delivered_by(self.a), [])
+        self.assertEqual(self.delivered_by(self.b), [b"two", b"three"])
+        # b's list was applied: forgotten; a is b's standby for them.
+        self.assertEqual(self.b.mirror.taken_ids, {})
+        self.assertEqual(self.b.mirror.exchanges_answered, answered + 1)
+        copy = self.a.mirror.copies["node-b"].topics["mt"]
+        self.assertEqual(len(copy.channels["c"]), 2)
+
+    def test_restarted_after_failover(self) -> None:
+        """A primary back after b's failover drops every message b took over, finished there or not."""
+        channel, consumer = self.a_holds([b"one", b"two"])
+        self.cut()
+        self.clock.advance(5.1)
+        self.assertEqual(self.b.mirror.taken_over[0]["reason"], "unreachable")
+        b_channel = self.b.broker.topics["mt"].channels["c"]
+        b_consumer = FakeConsumer(ready_count=1)
+        b_channel.add_consumer(b_consumer)
+        b_channel.consumer_ready(b_consumer)
+        b_channel.finish(b_consumer, b_consumer.take()[0].id)
+        self.restart_a_keeping_queues()
+        self.connect()
+        self.assertEqual(self.a.mirror.dropped_taken, 2)
+        self.assertEqual(self.delivered_by(self.a), [])
+        self.assertEqual(channel.depth() + channel.in_flight_count, 0)
+
+    def test_accepted_alone_kept(self) -> None:
+        """A message the restarted node accepted while b was away is kept and delivered there, and copied to b."""
+        self.a_holds([b"one"])
+        self.cut()
+        self.a.broker.topics["mt"].publish(b"alone")
+        self.restart_a_keeping_queues()
+        self.connect()
+        self.assertEqual(self.a.mirror.dropped_taken, 1)
+        self.assertEqual(self.delivered_by(self.a), [b"alone"])
+        self.assertEqual(self.delivered_by(self.b), [b"one"])
+        copy = self.b.mirror.copies["node-a"].topics["mt"]
+        self.assertEqual([decode(data).body for data in copy.channels["c"].values()], [b"alone"])
+
+    def test_hold_released_without_peer(self) -> None:
+        """With no peer routed, a restarted node's kept messages are delivered after the failover timeout."""
+        self.a_holds([b"one"])
+        self.cut()
+        self.restart_a_keeping_queues()
+        channel = self.a.broker.topics["mt"].channels["c"]
+        consumer = FakeConsumer(ready_count=10)
+        channel.add_consumer(consumer)
+        channel.consumer_ready(consumer)
+        self.clock.advance(4.9)
+        self.assertEqual(consumer.take(), [])
+        self.clock.advance(0.2)
+        self.assertEqual([m.body for m in consumer.take()], [b"one"])
+
+    def test_fresh_node_not_held(self) -> None:
+        """A node starting with no message in its mirrored topics holds nothing."""
+        self.assertEqual(self.a.mirror.stats()["exchange"]["holding"], [])
+        self.assertIsNone(self.a.mirror._hold_timer)
+
+    def test_split_brain_exchange(self) -> None:
+        """
+        Both alive and apart past the timeout: at the reconnection a drops
+        what b took over (in flight there too), and b drops what a finished
+        while apart; from then on each message is b's, once.
+        """
+        channel, consumer = self.a_holds([b"one", b"two", b"three"])
+        delivered = consumer.take()
+        self.cut()
+        self.clock.advance(5.1)
+        self.assertEqual(self.b.mirror.taken_over[0]["messages"], 3)
+        # a, alive, finishes "one" while apart.
+        channel.finish(consumer, delivered[0].id)
+        self.connect()
+        self.assertTrue(self.b.mirror.taken_over[0]["split_brain"])
+        self.assertEqual((channel.depth(), channel.in_flight_count), (0, 0))
+        self.assertEqual(consumer.in_flight_count, 0)
+        self.assertEqual(self.a.mirror.dropped_taken, 2)
+        self.assertEqual(self.b.mirror.dropped_finished_apart, 1)
+        self.assertEqual(self.delivered_by(self.b), [b"two", b"three"])
+        # a's copy of b: exactly what b holds.
+        copy = self.a.mirror.copies["node-b"].topics["mt"]
+        self.assertEqual(
+            sorted(decode(data).body for data in copy.channels["c"].values()), [b"three", b"two"]
+        )
+
+    def test_large_list_in_chunks(self) -> None:
+        """A list longer than one exchange payload is sent in several, each applied."""
+        import txnsq.cluster.mirror as module
+
+        self.patch(module, "EXCHANGE_CHUNK", 2)
+        self.a_holds([b"%d" % (n,) for n in range(7)])
+        self.cut()
+        self.restart_a_keeping_queues()
+        self.connect()
+        self.assertEqual(self.a.mirror.dropped_taken, 7)
+        self.assertEqual(self.delivered_by(self.a), [])
+        self.assertEqual(len(self.delivered_by(self.b)), 7)

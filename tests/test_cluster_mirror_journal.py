@@ -113,3 +113,69 @@ class CopyJournalTests(JournalTestCase):
         self.assertEqual(self.b.mirror.copies["node-a"].count(), 3)
         self.assertIn("node-a", journal.failed)
         self.flushLoggedErrors()
+
+
+class JournalDurabilityTests(JournalTestCase):
+    """The journal is synced as the disk backend syncs, and compaction keeps delays."""
+
+    def journaled_b(self) -> Side:
+        self.journal = CopyJournal(self.directory, self.clock, sync_every=4, sync_timeout=2.0)
+        return Side(
+            self.clock, "node-b", 7001, topics="^m", failover_timeout=5.0, journal=self.journal
+        )
+
+    def test_sync_every(self) -> None:
+        """Past ``sync_every`` messages written, the file is fsynced at once."""
+        syncs = self.journal.syncs
+        topic = self.a.broker.get_topic("mt")
+        topic.publish_many([b"1", b"2", b"3", b"4"])
+        self.pump()
+        self.assertEqual(self.journal.syncs, syncs + 1)
+        self.assertEqual(self.journal.unsynced, 0)
+
+    def test_sync_timeout(self) -> None:
+        """A write not yet synced is fsynced ``sync_timeout`` seconds later."""
+        self.journal.sync()
+        syncs = self.journal.syncs
+        self.a.broker.get_topic("mt").publish(b"1")
+        self.pump()
+        self.assertEqual(self.journal.syncs, syncs)
+        self.clock.advance(2.0)
+        self.assertEqual(self.journal.syncs, syncs + 1)
+
+    def test_compaction_keeps_remaining_delay(self) -> None:
+        """
+        A deferred message in a compacted file read back by a restarted
+        standby is deferred, when taken over, for what was left of its delay.
+        """
+        self.patch(mirror_journal, "COMPACT_BYTES", 100)
+        topic = self.a.broker.get_topic("mt")
+        topic.get_channel("c")
+        published_at = self.clock.seconds()
+        topic.publish_deferred(b"later", 30)
+        topic.publish(b"now")
+        self.pump()
+        self.clock.advance(10)
+        for _ in range(3):
+            topic.publish(b"x" * 200)
+            self.pump()
+        copy = self.b.mirror.copies["node-a"]
+        self.journal.compact(copy)
+        [kept] = CopyJournal(self.directory).load()
+        self.assertEqual(
+            list(kept.topics["mt"].delays.values()), [int((published_at + 30) * 1000)]
+        )
+        self.cut()
+        self.b.mirror.stop()
+        self.b = Side(
+            self.clock, "node-b", 7001, topics="^m", failover_timeout=5.0,
+            journal=CopyJournal(self.directory, self.clock),
+        )
+        self.clock.advance(5)
+        channel = self.b.broker.topics["mt"].channels["c"]
+        self.assertEqual((channel.depth(), channel.deferred_count), (4, 1))
+        # Taken over 15 s after the DPUB of 30 s: due 15 s later, not 30.
+        self.clock.advance(14.9)
+        self.assertEqual(channel.deferred_count, 1)
+        self.clock.advance(0.2)
+        self.assertEqual((channel.depth(), channel.deferred_count), (5, 0))

@@ -11,13 +11,23 @@ from typing import List
 from twisted.trial.unittest import SynchronousTestCase
 
 from tests.core_fakes import FakeConsumer, decode, make_broker
-from txnsq.nsqd.mirror import MirrorRecorder, TopicCopy, channel_snapshot, topic_snapshot
+from txnsq.nsqd.mirror import (
+    MirrorRecorder,
+    TopicCopy,
+    channel_snapshot,
+    drop_from_channel,
+    drop_from_topic,
+    holds_messages,
+    topic_snapshot,
+)
 from txnsq.protocol.message import encode_message
 from txnsq.protocol.mirror import (
     OP_CHANNEL_CREATE,
     OP_CHANNEL_EMPTY,
     OP_CHANNEL_PAUSE,
+    OP_CHANNEL_UNPAUSE,
     OP_DEFERRED,
+    OP_FIN,
     OP_MESSAGES,
     OP_REQ,
     decode_records,
@@ -109,6 +119,43 @@ class TopicCopyTests(SynchronousTestCase):
         self.assertTrue(topic.channels["p"].paused)
         self.assertEqual(copy.count(), 0)
 
+    def test_topic_pause(self) -> None:
+        """A paused topic's copy holds its publishes; unpaused, they go to the channels."""
+        copy = TopicCopy("t")
+        copy.apply(OP_CHANNEL_CREATE, "c", [])
+        copy.apply(OP_CHANNEL_PAUSE, "", [])
+        copy.apply(OP_MESSAGES, "", [message(1)])
+        self.assertEqual((len(copy.held), len(copy.channels["c"])), (1, 0))
+        copy.apply(OP_CHANNEL_UNPAUSE, "", [])
+        self.assertEqual((len(copy.held), len(copy.channels["c"])), (0, 1))
+
+    def test_take_over_paused_topic(self) -> None:
+        """Taken over, a paused topic is paused here and keeps what it held."""
+        broker = make_broker()
+        copy = TopicCopy("t")
+        copy.apply(OP_CHANNEL_CREATE, "c", [])
+        copy.apply(OP_CHANNEL_PAUSE, "", [])
+        copy.apply(OP_MESSAGES, "", [message(1)])
+        copy.take_over(broker)
+        topic = broker.topics["t"]
+        self.assertTrue(topic.paused)
+        self.assertEqual((topic.depth(), topic.channels["c"].depth()), (1, 0))
+
+    def test_take_over_remaining_delay(self) -> None:
+        """A deferred message taken over later is deferred for what is left of its delay."""
+        broker = make_broker()
+        now = broker.clock.seconds()
+        copy = TopicCopy("t")
+        copy.apply(OP_CHANNEL_CREATE, "c", [])
+        copy.apply(OP_DEFERRED, "", [encode_delay_item(5000, message(1))], int(now * 1000))
+        broker.clock.advance(3)
+        copy.take_over(broker, None, int(broker.clock.seconds() * 1000))
+        channel = broker.topics["t"].channels["c"]
+        broker.clock.advance(1.9)
+        self.assertEqual(channel.deferred_count, 1)
+        broker.clock.advance(0.2)
+        self.assertEqual((channel.deferred_count, channel.depth()), (0, 1))
+
     def test_delays_follow_channels(self) -> None:
         """A held deferred message's delay goes with it to the first channel; FIN and empty drop delays."""
         copy = TopicCopy("t")
@@ -156,3 +203,59 @@ class SnapshotTests(SynchronousTestCase):
         self.assertFalse(complete)
         queue = topic._queue
         self.assertEqual([decode(queue.read()).body for _ in range(3)], [b"a", b"b", b"c"])
+
+
+class DropTests(SynchronousTestCase):
+    """Messages dropped from a node by the fail-back exchange."""
+
+    def test_drop_ids(self) -> None:
+        """drop_from_channel returns the ids found, wherever they were."""
+        broker = make_broker()
+        topic = broker.get_topic("t")
+        channel = topic.get_channel("c")
+        topic.publish_many([b"a", b"b", b"c"])
+        topic.publish_deferred(b"d", 10)
+        found, _ = channel_snapshot(channel)
+        ids = {decode(data).body: decode(data).id for data in found}
+        consumer = FakeConsumer(ready_count=1)
+        channel.add_consumer(consumer)
+        channel.consumer_ready(consumer)
+        self.assertEqual(consumer.take()[0].body, b"a")
+        gone = drop_from_channel(channel, {ids[b"a"], ids[b"c"], ids[b"d"], b"x" * 16})
+        self.assertEqual(gone, {ids[b"a"], ids[b"c"], ids[b"d"]})
+        self.assertEqual(channel.deferred_count, 0)
+        # The consumer was freed: it gets the one left, now its only one in flight.
+        got = consumer.take()
+        self.assertEqual([m.body for m in got], [b"b"])
+        self.assertEqual((consumer.in_flight_count, channel.in_flight_count, channel.depth()), (1, 1, 0))
+        self.assertTrue(holds_messages(topic))
+        channel.finish(consumer, got[0].id)
+        self.assertFalse(holds_messages(topic))
+
+    def test_drop_from_topic(self) -> None:
+        """Messages the topic holds itself (no channel yet) are dropped by id, the rest kept in order."""
+        broker = make_broker()
+        topic = broker.get_topic("t")
+        topic.publish_many([b"a", b"b", b"c"])
+        found, _ = topic_snapshot(topic)
+        ids = [decode(data).id for data in found]
+        self.assertEqual(drop_from_topic(topic, {ids[1]}), {ids[1]})
+        found, _ = topic_snapshot(topic)
+        self.assertEqual([decode(d).body for d in found], [b"a", b"c"])
+
+    def test_take_over_lists_ids(self) -> None:
+        """take_over adds the ids it hands over to ``taken``, by topic and channel."""
+        broker = make_broker()
+        copy = TopicCopy("t")
+        copy.apply(OP_CHANNEL_CREATE, "c", [])
+        copy.apply(OP_MESSAGES, "", [message(1), message(2)])
+        taken: dict = {}
+        copy.take_over(broker, taken)
+        self.assertEqual(taken, {("t", "c"): [b"%016d" % (1,), b"%016d" % (2,)]})
+
+    def test_fin_of_held(self) -> None:
+        """A FIN with no channel drops a message the topic's copy holds itself."""
+        copy = TopicCopy("t")
+        copy.apply(OP_MESSAGES, "", [message(1), message(2)])
+        copy.apply(OP_FIN, "", [b"%016d" % (1,)])
+        self.assertEqual(list(copy.held), [b"%016d" % (2,)])

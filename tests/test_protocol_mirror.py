@@ -5,6 +5,11 @@ from __future__ import annotations
 from twisted.trial.unittest import SynchronousTestCase
 
 from txnsq.protocol.mirror import (
+    OP_ANSWER_END,
+    OP_FINISHED_APART,
+    OP_GROUP,
+    OP_LIST_END,
+    OP_TAKEN,
     OP_CHANNEL_CREATE,
     OP_FIN,
     OP_MESSAGES,
@@ -71,3 +76,23 @@ class RecordBuilderTests(SynchronousTestCase):
         """A delayed item carries its delay in ms before the data."""
         self.assertEqual(decode_delay_item(encode_delay_item(1500, b"x")), (1500, b"x"))
         self.assertRaises(MirrorDecodeError, decode_delay_item, b"12")
+
+
+class ExchangeRecordTests(SynchronousTestCase):
+    """The fail-back exchange's records use the data payload's layout."""
+
+    def test_exchange_round_trip(self) -> None:
+        """G, T, Y, A and K records decode as sent."""
+        builder = RecordBuilder()
+        builder.add(OP_GROUP, "", "", [b"epoch1"])
+        builder.add(OP_TAKEN, "t", "c", [b"1" * 16, b"2" * 16])
+        builder.add(OP_LIST_END, "", "", [])
+        builder.add(OP_FINISHED_APART, "t", "c", [b"1" * 16])
+        builder.add(OP_ANSWER_END, "", "", [])
+        seq, records = decode_records(builder.encode(0))
+        self.assertEqual(seq, 0)
+        self.assertEqual(
+            [op for op, _, _, _ in records],
+            [OP_GROUP, OP_TAKEN, OP_LIST_END, OP_FINISHED_APART, OP_ANSWER_END],
+        )
+        self.assertEqual(records[1], (OP_TAKEN, "t", "c", [b"1" * 16, b"2" * 16]))

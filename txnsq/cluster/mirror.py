@@ -25,6 +25,22 @@ nats-server) is never sent the internal subjects.
   memory), its copy is handed to this node's channels, which deliver it.
 - A peer going down releases the producers waiting for its acks: until it
   is back, publishes are kept by this node alone.
+- Heartbeats: every mirroring peer is sent an empty ``$NSQ.mirror.ping``
+  every ``heartbeat`` seconds; a peer heard from (any mirror message) for
+  none of the last ``silence`` seconds is treated as unrouted (its copy
+  fails over after the timeout, producers waiting for its acks are
+  released) until it is heard again -- a hung node (SIGSTOP, a cut
+  cable) is seen long before the route's two missed PINGs.
+- Fail-back: when two nodes route to each other, each sends the other an
+  exchange (``$NSQ.mirror.exchange``): the ids of the messages it took
+  over from the other (by the other's process epoch).  The receiver drops
+  them from its own channels (the taker delivers them), tells its
+  standbys (as FINs), and answers -- when it is the very process they
+  were taken from (a partition, both alive) -- with those it finished
+  while apart, which the taker drops in turn.  A node started with
+  messages in mirrored topics holds their delivery until it has applied
+  a peer's exchange, or for ``--mirror-failover-timeout`` when no peer
+  comes: a restarted primary does not deliver again what was taken over.
 """
 
 from __future__ import annotations
@@ -34,6 +50,7 @@ import re
 from base64 import b32encode
 from typing import Any, Dict, List, Optional, Set, Tuple
 
+from twisted.internet.task import LoopingCall
 from twisted.logger import Logger
 
 from txnsq.cluster.route import RouteProtocol
@@ -44,12 +61,23 @@ from txnsq.nsqd.mirror import (
     MirrorRecorder,
     StandbyCopy,
     channel_snapshot,
+    drop_from_channel,
+    drop_from_topic,
+    holds_messages,
     topic_snapshot,
 )
 from txnsq.protocol.mirror import (
+    OP_ANSWER_END,
+    OP_FINISHED_APART,
+    OP_GROUP,
+    OP_LIST_END,
+    OP_TAKEN,
     SUBJECT_ACK,
     SUBJECT_DATA,
+    SUBJECT_EXCHANGE,
+    SUBJECT_PING,
     MirrorDecodeError,
+    RecordBuilder,
     decode_ack,
     decode_records,
     encode_ack,
@@ -67,8 +95,20 @@ ACCOUNT = "$G"
 #: Unacked bytes past which ``async`` mode holds producers too.
 MAX_LAG_BYTES = 64 * 1024 * 1024
 
+#: Ids per exchange payload (16 bytes each, plus 4 of length: ~200 KiB).
+EXCHANGE_CHUNK = 10000
+
+#: Taken-over ids by ``(topic, channel)``.
+Taken = Dict[Tuple[str, str], List[bytes]]
+
 #: File (in ``--data-path``) keeping this node's mirror id across restarts.
 NODE_ID_FILE = "txnsq-mirror.id"
+
+#: File (in ``--data-path``) keeping the topics of ``POST /topic/mirror``.
+NAMED_TOPICS_FILE = "txnsq-mirror.topics"
+
+
+_PING_HEAD = encode_rmsg_head(ACCOUNT, SUBJECT_PING, 0)
 
 
 def _random_id() -> str:
@@ -105,7 +145,7 @@ def load_node_id(data_path: str) -> str:
 class MirrorPeer:
     """A mirroring txnsq peer routed now."""
 
-    __slots__ = ("server_id", "route", "node_id", "epoch", "acked", "up_at")
+    __slots__ = ("server_id", "route", "node_id", "epoch", "acked", "up_at", "heard")
 
     def __init__(self, route: RouteProtocol, node_id: str, epoch: str, now: float) -> None:
         self.server_id = route.server_id or ""
@@ -114,6 +154,18 @@ class MirrorPeer:
         self.epoch = epoch
         self.acked = 0
         self.up_at = now
+        #: When a mirror message of it last came.
+        self.heard = now
+
+
+def heartbeat_of(failover_timeout: float) -> Tuple[float, float]:
+    """
+    The default ``(heartbeat, silence)`` for a failover timeout: a ping
+    every quarter of it (0.25 to 5 s), a peer silent for as long as the
+    timeout itself (at least 2 s: a loaded machine's pauses are not a
+    hang) treated as unrouted.
+    """
+    return max(0.25, min(failover_timeout / 4.0, 5.0)), max(failover_timeout, 2.0)
 
 
 class Mirror(TopologyListener):
@@ -149,6 +201,8 @@ class Mirror(TopologyListener):
         failover_timeout: float = 10.0,
         max_lag_bytes: int = MAX_LAG_BYTES,
         journal: Optional[Any] = None,
+        named_file: Optional[str] = None,
+        heartbeat: Optional[Tuple[float, float]] = None,
     ) -> None:
         self.broker = broker
         self.node = node
@@ -157,6 +211,14 @@ class Mirror(TopologyListener):
         self.epoch = _random_id()
         self._pattern = re.compile(topics) if topics else None
         self.named: Set[str] = set()
+        #: Where ``POST /topic/mirror``'s topics are kept (one a line), or None.
+        self.named_file = named_file
+        #: (ping interval, silence limit) in seconds; (0, 0): no heartbeat.
+        self.heartbeat = heartbeat if heartbeat is not None else heartbeat_of(failover_timeout)
+        self._beats: Optional[LoopingCall] = None
+        #: Route server ids of peers silent past the limit (routed still).
+        self._silenced: Dict[str, RouteProtocol] = {}
+        self.silences = 0
         self.sync = ack == "sync"
         self.failover_timeout = failover_timeout
         self.max_lag_bytes = max_lag_bytes
@@ -187,11 +249,33 @@ class Mirror(TopologyListener):
         self._mirrored: Dict[str, bool] = {}
         #: Where copies are kept across restarts (a CopyJournal), or None.
         self.journal = journal
+        #: Per peer node id: (its epoch, the ids taken over) of each
+        #: takeover not yet applied by that node in an exchange.
+        self.taken_ids: Dict[str, List[Tuple[str, Taken]]] = {}
+        #: Per route server id: the finished-apart ids gathered while its
+        #: exchange list comes in.
+        self._apart: Dict[str, Taken] = {}
+        #: Fail-back exchanges applied (received) and answered to us.
+        self.exchanges_applied = 0
+        self.exchanges_answered = 0
+        #: Messages dropped here because a peer took them over, and
+        #: messages dropped here because the peer finished them apart.
+        self.dropped_taken = 0
+        self.dropped_finished_apart = 0
+        #: Channels whose delivery waits for the first exchange (at start).
+        self._holding: List[Any] = []
+        self._holding_topics: Set[str] = set()
+        self._hold_timer: Any = None
 
     # -- life --------------------------------------------------------------------
 
     def start(self) -> None:
         """Hook into the broker and the route node; mark the existing topics."""
+        self.named |= self._load_named()
+        if self.heartbeat[0] > 0:
+            self._beats = LoopingCall(self._beat)
+            self._beats.clock = self.clock
+            self._beats.start(self.heartbeat[0], now=False)
         self.node.info_extra[INFO_FIELD] = {"id": self.node_id, "epoch": self.epoch}
         self.node.observers.append(self)
         self.node.internal_handler = self._internal
@@ -199,6 +283,23 @@ class Mirror(TopologyListener):
         self.broker.mirror_gate = self.gate
         for topic in list(self.broker.topics.values()):
             self.topic_created(topic)
+        for topic in list(self.broker.topics.values()):
+            if topic.mirror is not None and holds_messages(topic):
+                # Kept from before a restart: a peer may have taken these
+                # over meanwhile; not delivered before its exchange says.
+                self._holding_topics.add(topic.name)
+                for channel in list(topic.channels.values()):
+                    self._hold(channel)
+        if self._holding_topics:
+            self._hold_timer = self.clock.callLater(
+                self.failover_timeout, self._release_hold, "no peer"
+            )
+            self._log.info(
+                "mirror: delivery of {topics} held until a peer's exchange "
+                "(at most {timeout}s)",
+                topics=sorted(self._holding_topics),
+                timeout=self.failover_timeout,
+            )
         if self.journal is not None:
             for copy in self.journal.load():
                 # Kept from before a restart: delivered if its node does
@@ -226,6 +327,10 @@ class Mirror(TopologyListener):
         self._timers.clear()
         if self.journal is not None:
             self.journal.close()
+        self._release_hold("stopping")
+        beats, self._beats = self._beats, None
+        if beats is not None and beats.running:
+            beats.stop()
         call, self._flush_call = self._flush_call, None
         if call is not None and call.active():
             call.cancel()
@@ -255,9 +360,37 @@ class Mirror(TopologyListener):
         if name.endswith("#ephemeral"):
             raise ValueError("an ephemeral topic cannot be mirrored")
         topic = self.broker.get_topic(name)
-        self.named.add(name)
+        if name not in self.named:
+            self.named.add(name)
+            self._keep_named()
         self._mirrored.pop(name, None)
         self.topic_created(topic)
+
+    def _load_named(self) -> Set[str]:
+        """The topics ``POST /topic/mirror`` named before a restart."""
+        if not self.named_file:
+            return set()
+        try:
+            with open(self.named_file, encoding="ascii") as stream:
+                return {line.strip() for line in stream if line.strip()}
+        except (OSError, UnicodeDecodeError):
+            return set()
+
+    def _keep_named(self) -> None:
+        """Write the named topics (atomically); logged, not raised, when it fails."""
+        if not self.named_file:
+            return
+        from txnsq.files import write_file_atomically
+
+        data = "".join(name + "\n" for name in sorted(self.named)).encode("ascii")
+        try:
+            write_file_atomically(self.named_file, data)
+        except OSError as error:
+            self._log.warn(
+                "mirror: cannot keep the mirrored topics in {path}: {error}",
+                path=self.named_file,
+                error=error,
+            )
 
     def topic_created(self, topic: Any) -> None:
         """A topic was made: mirrored if it should be."""
@@ -268,6 +401,8 @@ class Mirror(TopologyListener):
 
     def channel_created(self, topic: Any, channel: Any) -> None:
         """Peers create the channel in their copy."""
+        if topic.name in self._holding_topics:
+            self._hold(channel)
         if topic.mirror is not None and not channel.ephemeral:
             self.recorder.channel_changed(CHANNEL_OPS["create"], topic.name, channel.name)
 
@@ -364,8 +499,15 @@ class Mirror(TopologyListener):
         count = len(batch.payloads)
         peer = self.peers.get(route.server_id or "")
         if peer is None:
-            # Not a mirroring peer (or not yet): nothing to do with it.
-            return count
+            if self._silenced.get(route.server_id or "") is route:
+                # Silent for a while, and heard again: routed anew.
+                self._log.info("mirror: silent peer heard again")
+                self.route_up(route)
+                peer = self.peers.get(route.server_id or "")
+            if peer is None:
+                # Not a mirroring peer (or not yet): nothing to do with it.
+                return count
+        peer.heard = self.clock.seconds()
         if batch.subject == SUBJECT_DATA:
             copy = self.copies.get(peer.node_id)
             journal = self.journal
@@ -383,9 +525,12 @@ class Mirror(TopologyListener):
                         "mirror: bad payload from {peer}: {error}", peer=peer.node_id, error=error
                     )
                     continue
-                copy.apply(seq, records)
+                now = self.clock.seconds()
+                copy.apply(seq, records, now)
                 if journal is not None:
-                    journal.applied(copy, payload)
+                    journal.applied(
+                        copy, payload, sum(len(items) for _, _, _, items in records) or 1, now
+                    )
                 self.batches_applied += 1
                 last = seq
             topics = self.broker.topics
@@ -410,7 +555,163 @@ class Mirror(TopologyListener):
                 if seq > peer.acked:
                     peer.acked = seq
             self._release()
+        elif batch.subject == SUBJECT_EXCHANGE:
+            for payload in batch.payloads:
+                try:
+                    _, records = decode_records(payload)
+                except MirrorDecodeError as error:
+                    self.decode_errors += 1
+                    self._log.warn(
+                        "mirror: bad exchange from {peer}: {error}", peer=peer.node_id, error=error
+                    )
+                    continue
+                self._exchange_received(peer, records)
         return count
+
+    # -- heartbeats -----------------------------------------------------------------
+
+    def _beat(self) -> None:
+        """Ping every peer; a peer silent past the limit is treated as unrouted."""
+        now = self.clock.seconds()
+        limit = self.heartbeat[1]
+        for server_id, peer in list(self.peers.items()):
+            if now - peer.heard > limit:
+                self.silences += 1
+                self._log.warn(
+                    "mirror: peer {peer} silent for {seconds:.1f}s: treated as down",
+                    peer=peer.node_id,
+                    seconds=now - peer.heard,
+                )
+                route = peer.route
+                self.route_down(server_id)
+                self._silenced[server_id] = route
+            else:
+                peer.route.send_message(_PING_HEAD, b"")
+        for route in self._silenced.values():
+            # Still routed: our pings let it hear us again when it wakes.
+            route.send_message(_PING_HEAD, b"")
+
+    # -- fail-back exchange -----------------------------------------------------
+
+    def _hold(self, channel: Any) -> None:
+        if not channel.ephemeral:
+            channel.hold()
+            self._holding.append(channel)
+
+    def _release_hold(self, why: str) -> None:
+        """Deliver what was held at start (a peer's exchange applied, or none came)."""
+        timer, self._hold_timer = self._hold_timer, None
+        if timer is not None and timer.active():
+            timer.cancel()
+        if not self._holding_topics:
+            return
+        holding, self._holding = self._holding, []
+        self._holding_topics = set()
+        for channel in holding:
+            channel.release()
+        if why != "stopping":
+            self._log.info("mirror: delivering held topics ({why})", why=why)
+
+    def _send_exchange(
+        self, route: RouteProtocol, records: List[Tuple[bytes, str, str, List[bytes]]]
+    ) -> None:
+        """Send ``records`` on the exchange subject, in payloads of at most EXCHANGE_CHUNK ids."""
+        builder = RecordBuilder()
+        group: List[bytes] = []
+        for op, topic, channel, items in records:
+            if op == OP_GROUP:
+                group = items
+            start = 0
+            while True:
+                room = EXCHANGE_CHUNK - builder.count
+                if room <= 0:
+                    self._send_exchange_payload(route, builder)
+                    if group and op != OP_GROUP:
+                        # Each payload says whose ids its T records are.
+                        builder.add(OP_GROUP, "", "", group)
+                    continue
+                chunk = items[start : start + room]
+                builder.add(op, topic, channel, chunk)
+                start += len(chunk)
+                if start >= len(items):
+                    break
+        self._send_exchange_payload(route, builder)
+
+    @staticmethod
+    def _send_exchange_payload(route: RouteProtocol, builder: RecordBuilder) -> None:
+        payload = builder.encode(0)
+        route.send_message(encode_rmsg_head(ACCOUNT, SUBJECT_EXCHANGE, len(payload)), payload)
+
+    def _exchange_list(self, peer: MirrorPeer) -> None:
+        """Send ``peer`` the ids taken over from it (none, often), then the end of the list."""
+        records: List[Tuple[bytes, str, str, List[bytes]]] = []
+        for epoch, taken in self.taken_ids.get(peer.node_id, []):
+            records.append((OP_GROUP, "", "", [epoch.encode("ascii", "replace")]))
+            for (topic, channel), ids in taken.items():
+                records.append((OP_TAKEN, topic, channel, ids))
+        records.append((OP_LIST_END, "", "", []))
+        self._send_exchange(peer.route, records)
+
+    def _exchange_received(self, peer: MirrorPeer, records: List[Any]) -> None:
+        """Apply one exchange payload of ``peer``."""
+        mine = False
+        apart = self._apart.setdefault(peer.server_id, {})
+        for op, topic, channel, items in records:
+            if op == OP_GROUP:
+                # Finished apart can be told only by the process they
+                # were taken from: a restarted one lost track of them.
+                mine = bool(items) and items[0].decode("ascii", "replace") == self.epoch
+            elif op == OP_TAKEN:
+                gone = self._drop(topic, channel, items)
+                self.dropped_taken += len(gone)
+                if mine:
+                    finished = [msg_id for msg_id in items if msg_id not in gone]
+                    if finished:
+                        apart.setdefault((topic, channel), []).extend(finished)
+            elif op == OP_LIST_END:
+                self.exchanges_applied += 1
+                answer: List[Tuple[bytes, str, str, List[bytes]]] = [
+                    (OP_FINISHED_APART, topic_name, channel_name, ids)
+                    for (topic_name, channel_name), ids in self._apart.pop(peer.server_id, {}).items()
+                ]
+                answer.append((OP_ANSWER_END, "", "", []))
+                self._send_exchange(peer.route, answer)
+                self._release_hold("exchange with %s" % (peer.node_id,))
+            elif op == OP_FINISHED_APART:
+                gone = self._drop(topic, channel, items)
+                self.dropped_finished_apart += len(gone)
+            elif op == OP_ANSWER_END:
+                # Our list was applied there: no need to send it again.
+                self.taken_ids.pop(peer.node_id, None)
+                self.exchanges_answered += 1
+
+    def _drop(self, topic_name: str, channel_name: str, ids: List[bytes]) -> List[bytes]:
+        """
+        Drop the messages ``ids`` from this node's ``topic_name:channel_name``
+        (``""``: the topic and all its channels); tell the standbys.  The
+        ids found.
+        """
+        topic = self.broker.topics.get(topic_name)
+        if topic is None or not ids:
+            return []
+        wanted = set(ids)
+        found: Set[bytes] = set()
+        if channel_name:
+            targets = [topic.channels.get(channel_name)]
+        else:
+            removed = drop_from_topic(topic, wanted)
+            if removed:
+                found |= removed
+                self.recorder.dropped(topic_name, "", list(removed))
+            targets = list(topic.channels.values())
+        for channel in targets:
+            if channel is None or channel.ephemeral:
+                continue
+            removed = drop_from_channel(channel, wanted)
+            if removed:
+                found |= removed
+                self.recorder.dropped(topic_name, channel.name, list(removed))
+        return [msg_id for msg_id in ids if msg_id in found]
 
     # -- routes -------------------------------------------------------------------
 
@@ -424,6 +725,7 @@ class Mirror(TopologyListener):
         if not node_id or node_id == self.node_id:
             return
         server_id = route.server_id or ""
+        self._silenced.pop(server_id, None)
         existing = self.peers.get(server_id)
         if existing is not None:
             existing.route = route
@@ -444,13 +746,15 @@ class Mirror(TopologyListener):
             # what it kept is ours to deliver from now on.
             self._take_over(node_id, "restarted")
         for done in self.taken_over:
-            if done["node_id"] == node_id and done["epoch"] == epoch:
+            if done["node_id"] == node_id and done["epoch"] == epoch and not done["split_brain"]:
                 done["split_brain"] = True
                 self._log.warn(
                     "mirror: {peer} is back in the same process after its messages "
-                    "were taken over: both nodes delivered them (route down, both alive)",
+                    "were taken over: both nodes delivered them while apart (route "
+                    "down, both alive); exchanging what each finished",
                     peer=node_id,
                 )
+        self._exchange_list(peer)
         self._log.info("mirror: peer {peer} up", peer=node_id)
 
     def _catch_up(self) -> None:
@@ -478,6 +782,11 @@ class Mirror(TopologyListener):
                 self._send_chunks(name, channel.name, messages)
                 if not complete:
                     self.catch_up_incomplete += 1
+            # The topic's own state: paused or not, and what it holds.
+            recorder.channel_changed(
+                CHANNEL_OPS["pause" if topic.paused else "unpause"], name, ""
+            )
+            recorder.channel_changed(CHANNEL_OPS["empty"], name, "")
             held, complete = topic_snapshot(topic)
             self._send_chunks(name, "", held)
             if not complete:
@@ -501,6 +810,7 @@ class Mirror(TopologyListener):
 
     def route_down(self, server_id: str) -> None:
         """A server has no route left: its copy fails over after the timeout."""
+        self._silenced.pop(server_id, None)
         peer = self.peers.pop(server_id, None)
         if peer is None:
             return
@@ -531,7 +841,10 @@ class Mirror(TopologyListener):
         copy = self.copies.pop(node_id, None)
         if copy is None:
             return
-        moved = copy.take_over(self.broker)
+        taken: Dict[Tuple[str, str], List[bytes]] = {}
+        moved = copy.take_over(self.broker, taken, self.clock.seconds())
+        if taken:
+            self.taken_ids.setdefault(node_id, []).append((copy.epoch, taken))
         if self.journal is not None:
             self.journal.discard(node_id)
         self.taken_over.append(
@@ -603,12 +916,30 @@ class Mirror(TopologyListener):
             "decode_errors": self.decode_errors,
             "catch_up_messages": self.catch_up_messages,
             "catch_up_incomplete": self.catch_up_incomplete,
+            "heartbeat": {
+                "interval": self.heartbeat[0],
+                "silence_limit": self.heartbeat[1],
+                "silences": self.silences,
+                "silent_peers": len(self._silenced),
+            },
+            "exchange": {
+                "applied": self.exchanges_applied,
+                "answered": self.exchanges_answered,
+                "dropped_taken_over": self.dropped_taken,
+                "dropped_finished_apart": self.dropped_finished_apart,
+                "ids_to_send": {
+                    node_id: sum(len(ids) for _, taken in groups for ids in taken.values())
+                    for node_id, groups in self.taken_ids.items()
+                },
+                "holding": sorted(self._holding_topics),
+            },
             "peers": [
                 {
                     "node_id": peer.node_id,
                     "server_id": peer.server_id,
                     "epoch": peer.epoch,
                     "acked_seq": peer.acked,
+                    "heard_ago": round(now - peer.heard, 3),
                 }
                 for peer in self.peers.values()
             ],

@@ -5,20 +5,27 @@ one file per primary node in ``--data-path`` (``mirror-copy-<id>.log``),
 used when the storage backend is durable (``--storage=disk``).
 
 Each entry is a 4-byte big-endian length and the entry: ``E`` and the
-primary's epoch (the file starts with it), or ``P`` and a data payload
-as received (:mod:`txnsq.protocol.mirror`).  Reading a file back applies
+primary's epoch (the file starts with it), or ``Q``, the time it was
+applied (8-byte big-endian double, seconds since the epoch) and a data
+payload as received (:mod:`txnsq.protocol.mirror`); ``P`` and a payload
+alone, from older files, is read as applied at load time.  Reading a file back applies
 its payloads in order.  When a file has grown past :data:`COMPACT_BYTES`
 and four times what its copy holds, it is rewritten as one snapshot
-payload (delays of deferred messages are not kept by a snapshot).  A file
-is written before the payload is acked, not fsynced: a killed nsqd keeps
-it (the kernel has it), a machine that loses power may not.
+payload (deferred messages keep their delay: a ``REQ`` record after the
+channel's messages, or ``D`` for the topic's own).  A file is written
+before the payload is acked (a killed nsqd keeps it: the kernel has it)
+and fsynced as the disk backend fsyncs its queues: after ``sync_every``
+messages (``--sync-every``) or ``sync_timeout`` seconds after the first
+write not yet synced (``--sync-timeout``), whichever comes first, and
+at each compaction and close.
 """
 
 from __future__ import annotations
 
 import os
 import struct
-from typing import IO, Dict, List, Optional, Set
+import time
+from typing import IO, Any, Dict, List, Optional, Set
 
 from twisted.logger import Logger
 
@@ -26,10 +33,13 @@ from txnsq.nsqd.mirror import StandbyCopy
 from txnsq.protocol.mirror import (
     OP_CHANNEL_CREATE,
     OP_CHANNEL_PAUSE,
+    OP_DEFERRED,
     OP_MESSAGES,
+    OP_REQ,
     MirrorDecodeError,
     RecordBuilder,
     decode_records,
+    encode_delay_item,
 )
 
 __all__ = ["CopyJournal"]
@@ -38,16 +48,40 @@ __all__ = ["CopyJournal"]
 COMPACT_BYTES = 64 * 1024 * 1024
 
 _LEN = struct.Struct(">I")
+_TIME = struct.Struct(">d")
 _PREFIX = "mirror-copy-"
 
 
 class CopyJournal:
-    """The copies of ``directory``'s standby, one file per primary node."""
+    """
+    The copies of ``directory``'s standby, one file per primary node.
+
+    :param clock: ``IReactorTime`` for the ``sync_timeout`` timer (``None``:
+        no timer; only ``sync_every`` syncs).
+    :param sync_every: messages written between fsyncs (``--sync-every``;
+        0 or 1: every write).
+    :param sync_timeout: seconds after an unsynced write before an fsync
+        (``--sync-timeout``).
+    """
 
     _log = Logger()
 
-    def __init__(self, directory: str) -> None:
+    def __init__(
+        self,
+        directory: str,
+        clock: Optional[Any] = None,
+        sync_every: int = 2500,
+        sync_timeout: float = 2.0,
+    ) -> None:
         self.directory = directory
+        self.clock = clock
+        self.sync_every = sync_every
+        self.sync_timeout = sync_timeout
+        #: Messages written since the last fsync, and fsyncs done.
+        self.unsynced = 0
+        self.syncs = 0
+        self._sync_call: Any = None
+        self._dirty: Set[str] = set()
         self._files: Dict[str, IO[bytes]] = {}
         self._sizes: Dict[str, int] = {}
         #: Nodes whose file could not be written (kept in memory only).
@@ -86,12 +120,19 @@ class CopyJournal:
             kind, body = entry[:1], entry[1:]
             if kind == b"E":
                 copy = StandbyCopy(node_id, body.decode("ascii", "replace"))
-            elif kind == b"P" and copy is not None:
+            elif kind in (b"P", b"Q") and copy is not None:
+                if kind == b"Q":
+                    if len(body) < 8:
+                        break
+                    applied_at = _TIME.unpack_from(body, 0)[0]
+                    body = body[8:]
+                else:
+                    applied_at = self._now()
                 try:
                     seq, records = decode_records(body)
                 except MirrorDecodeError:
                     break
-                copy.apply(seq, records)
+                copy.apply(seq, records, applied_at)
         if pos != len(data):
             self._log.warn(
                 "mirror: copy of {node} read up to byte {pos} of {size}",
@@ -101,6 +142,35 @@ class CopyJournal:
             )
         self._sizes[node_id] = pos
         return copy
+
+    def sync(self) -> None:
+        """fsync every file written since the last sync."""
+        call, self._sync_call = self._sync_call, None
+        if call is not None and call.active():
+            call.cancel()
+        dirty, self._dirty = self._dirty, set()
+        self.unsynced = 0
+        for node_id in dirty:
+            stream = self._files.get(node_id)
+            if stream is None:
+                continue
+            try:
+                os.fsync(stream.fileno())
+            except OSError as error:
+                self._log.warn(
+                    "mirror: cannot sync the copy of {node} ({error})", node=node_id, error=error
+                )
+        if dirty:
+            self.syncs += 1
+
+    def _written(self, node_id: str, messages: int) -> None:
+        """``messages`` more are written to ``node_id``'s file: sync when it is time."""
+        self._dirty.add(node_id)
+        self.unsynced += messages
+        if self.unsynced >= self.sync_every:
+            self.sync()
+        elif self._sync_call is None and self.clock is not None:
+            self._sync_call = self.clock.callLater(self.sync_timeout, self.sync)
 
     def _write(self, node_id: str, entries: List[bytes], truncate: bool = False) -> None:
         """
@@ -145,9 +215,20 @@ class CopyJournal:
         """A new copy (a new primary, or a new process of one): its file starts over."""
         self._write(copy.node_id, [b"E" + copy.epoch.encode("ascii", "replace")], truncate=True)
 
-    def applied(self, copy: StandbyCopy, payload: bytes) -> None:
-        """``payload`` was applied to ``copy``: kept; the file compacted when it is time."""
-        self._write(copy.node_id, [b"P" + payload])
+    def _now(self) -> float:
+        return float(self.clock.seconds()) if self.clock is not None else time.time()
+
+    def applied(
+        self, copy: StandbyCopy, payload: bytes, messages: int = 1, now: Optional[float] = None
+    ) -> None:
+        """
+        ``payload`` (of ``messages`` messages and records) was applied to
+        ``copy`` at ``now``: kept; synced and compacted when it is time.
+        """
+        at = self._now() if now is None else now
+        self._write(copy.node_id, [b"Q" + _TIME.pack(at) + payload])
+        if copy.node_id in self._files:
+            self._written(copy.node_id, messages)
         size = self._sizes.get(copy.node_id, 0)
         if size > COMPACT_BYTES and size > 4 * self._estimate(copy):
             try:
@@ -171,24 +252,67 @@ class CopyJournal:
     def compact(self, copy: StandbyCopy) -> None:
         """Rewrite ``copy``'s file as its epoch and one snapshot payload."""
         builder = RecordBuilder()
+        now = self._now()
+        now_ms = int(now * 1000)
         for name, topic in copy.topics.items():
+            delays = topic.delays
+            if topic.paused.get(""):
+                builder.add(OP_CHANNEL_PAUSE, name, "", [])
             for channel, messages in topic.channels.items():
                 builder.add(OP_CHANNEL_CREATE, name, channel, [])
                 if topic.paused.get(channel):
                     builder.add(OP_CHANNEL_PAUSE, name, channel, [])
                 builder.add(OP_MESSAGES, name, channel, list(messages.values()))
+                if delays:
+                    # A REQ with its delay defers it again when read back.
+                    builder.add(
+                        OP_REQ,
+                        name,
+                        channel,
+                        [
+                            encode_delay_item(max(1, delays[(channel, msg_id)] - now_ms), msg_id)
+                            for msg_id in messages
+                            if (channel, msg_id) in delays
+                        ],
+                    )
             if topic.held:
-                builder.add(OP_MESSAGES, name, "", list(topic.held.values()))
+                # Held only while the topic has no channel: D keeps delays.
+                for msg_id, data in topic.held.items():
+                    delay = delays.get(("", msg_id), 0) - now_ms if delays else 0
+                    if delay > 0:
+                        builder.add_one(OP_DEFERRED, name, "", encode_delay_item(delay, data))
+                    else:
+                        builder.add_one(OP_MESSAGES, name, "", data)
         snapshot = builder.encode(copy.applied)
         path = self._path(copy.node_id)
         stream = self._files.pop(copy.node_id, None)
         if stream is not None:
             stream.close()
+        self._dirty.discard(copy.node_id)
         with open(path + ".tmp", "wb") as out:
-            for entry in (b"E" + copy.epoch.encode("ascii", "replace"), b"P" + snapshot):
+            for entry in (
+                b"E" + copy.epoch.encode("ascii", "replace"),
+                b"Q" + _TIME.pack(now) + snapshot,
+            ):
                 out.write(_LEN.pack(len(entry)) + entry)
+            out.flush()
+            os.fsync(out.fileno())
         os.replace(path + ".tmp", path)
+        self._sync_directory()
         self._sizes[copy.node_id] = os.path.getsize(path)
+
+    def _sync_directory(self) -> None:
+        """fsync the directory (a replaced or new file's name), where the OS allows."""
+        try:
+            fd = os.open(self.directory, os.O_RDONLY)
+        except OSError:
+            return
+        try:
+            os.fsync(fd)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
 
     def discard(self, node_id: str) -> None:
         """The copy of ``node_id`` is gone (taken over): its file too."""
@@ -196,13 +320,15 @@ class CopyJournal:
         if stream is not None:
             stream.close()
         self._sizes.pop(node_id, None)
+        self._dirty.discard(node_id)
         try:
             os.remove(self._path(node_id))
         except OSError:
             pass
 
     def close(self) -> None:
-        """Close the files (they stay)."""
+        """Sync and close the files (they stay)."""
+        self.sync()
         for stream in self._files.values():
             stream.close()
         self._files.clear()

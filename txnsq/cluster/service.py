@@ -6,6 +6,7 @@ The cluster as a Twisted service inside nsqd: the route listener
 
 from __future__ import annotations
 
+import os
 from typing import Any, Dict, List, Optional, Tuple
 
 from twisted.application.service import MultiService
@@ -136,12 +137,17 @@ class ClusterService(MultiService):
             options.nats_account,
             options.nats_topics,
         )
-        from txnsq.cluster.mirror import Mirror, load_node_id
+        from txnsq.cluster.mirror import NAMED_TOPICS_FILE, Mirror, load_node_id
         from txnsq.cluster.mirror_journal import CopyJournal
 
         # Copies survive a restart when the storage does.
         journal = (
-            CopyJournal(options.data_path or ".")
+            CopyJournal(
+                options.data_path or ".",
+                reactor,
+                options.sync_every,
+                options.sync_timeout,
+            )
             if getattr(broker.storage, "durable", False)
             else None
         )
@@ -156,6 +162,7 @@ class ClusterService(MultiService):
             options.mirror_ack,
             options.mirror_failover_timeout,
             journal=journal,
+            named_file=os.path.join(options.data_path or ".", NAMED_TOPICS_FILE),
         )
         self.bridge.exclude = self.mirror.mirrored
         self.listener: Optional[ListeningService] = None

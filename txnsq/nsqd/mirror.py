@@ -14,7 +14,8 @@ is a list append.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Optional, Tuple
+import heapq
+from typing import Any, Callable, Collection, Dict, List, Optional, Set, Tuple
 
 from txnsq.protocol.mirror import (
     OP_CHANNEL_CREATE,
@@ -32,7 +33,14 @@ from txnsq.protocol.mirror import (
     encode_delay_item,
 )
 
-__all__ = ["MirrorRecorder", "StandbyCopy", "TopicCopy"]
+__all__ = [
+    "MirrorRecorder",
+    "StandbyCopy",
+    "TopicCopy",
+    "drop_from_channel",
+    "drop_from_topic",
+    "holds_messages",
+]
 
 #: Records held before they are sent at once rather than at the turn's end.
 FLUSH_SIZE = 256 * 1024
@@ -114,6 +122,17 @@ class MirrorRecorder:
             builder.add(OP_MESSAGES, topic, channel, messages)
             self._added(was_empty)
 
+    def dropped(self, topic: str, channel: str, ids: List[bytes]) -> None:
+        """
+        Messages of ``topic:channel`` (``""``: the topic's own) were
+        dropped here by a fail-back exchange: for the peers, as FINs.
+        """
+        if self.live and ids:
+            builder = self.builder
+            was_empty = not builder
+            builder.add(OP_FIN, topic, channel, ids)
+            self._added(was_empty)
+
     def channel_changed(self, op: bytes, topic: str, channel: str) -> None:
         """``topic:channel`` was created, deleted, emptied, paused or unpaused (``op``)."""
         if self.live:
@@ -129,7 +148,9 @@ class TopicCopy:
     finished there, per channel (id -> encoded message; a dict keeps
     their order), and those held by the topic itself (no channel yet).
     Delays (DPUB, REQ) are kept apart, by ``(channel, id)`` (``""`` for
-    the topic's own), as few messages have one.
+    the topic's own), as few messages have one: as the time each is due,
+    in ms (the ``now`` it was applied at, plus its delay), so that a
+    takeover defers it only for what is left.
     """
 
     def __init__(self, name: str) -> None:
@@ -143,8 +164,8 @@ class TopicCopy:
         """Messages held in the copy (a message in two channels counts twice)."""
         return len(self.held) + sum(len(messages) for messages in self.channels.values())
 
-    def apply(self, op: bytes, channel: str, items: List[bytes]) -> None:
-        """Apply one record."""
+    def apply(self, op: bytes, channel: str, items: List[bytes], now_ms: int = 0) -> None:
+        """Apply one record, received at ``now_ms`` (ms since the epoch)."""
         if op == OP_MESSAGES:
             if channel:
                 # Messages of one channel only (a copy taken over, sent on).
@@ -155,7 +176,9 @@ class TopicCopy:
             else:
                 self._add(items, None)
         elif op == OP_FIN:
-            messages = self.channels.get(channel)
+            # A FIN of the topic's own (channel "") is a message dropped
+            # there by a fail-back exchange.
+            messages = self.channels.get(channel) if channel else self.held
             if messages is not None:
                 pop = messages.pop
                 for msg_id in items:
@@ -166,7 +189,10 @@ class TopicCopy:
                         delays.pop((channel, msg_id), None)
         elif op == OP_DEFERRED:
             found = [decode_delay_item(item) for item in items]
-            self._add([data for _, data in found], [delay for delay, _ in found])
+            self._add(
+                [data for _, data in found],
+                [now_ms + delay if delay > 0 else 0 for delay, _ in found],
+            )
         elif op == OP_REQ:
             messages = self.channels.get(channel)
             if messages is not None:
@@ -177,12 +203,13 @@ class TopicCopy:
                         # Back at the end of the queue, as on the node.
                         messages[msg_id] = data
                         if delay_ms > 0:
-                            self.delays[(channel, msg_id)] = delay_ms
+                            self.delays[(channel, msg_id)] = now_ms + delay_ms
                         else:
                             self.delays.pop((channel, msg_id), None)
         elif op == OP_CHANNEL_CREATE:
             if channel not in self.channels:
-                first = not self.channels
+                # A paused topic keeps what it holds (as nsqd's does).
+                first = not self.channels and not self.paused.get("")
                 self.channels[channel] = self.held if first else {}
                 if first:
                     self.held = {}
@@ -200,9 +227,25 @@ class TopicCopy:
                     self.channels[channel] = {}
                 self._rename_delays(channel, None)
         elif op == OP_CHANNEL_PAUSE:
+            # Channel "": the topic itself was paused.
             self.paused[channel] = True
         elif op == OP_CHANNEL_UNPAUSE:
             self.paused.pop(channel, None)
+            if not channel and self.held and self.channels:
+                self._release_held()
+
+    def _release_held(self) -> None:
+        """The topic was unpaused: what it held goes to every channel, delays with it."""
+        held, self.held = self.held, {}
+        delays = self.delays
+        for name, messages in self.channels.items():
+            messages.update(held)
+            if delays:
+                for msg_id in held:
+                    delay = delays.get(("", msg_id))
+                    if delay is not None:
+                        delays[(name, msg_id)] = delay
+        self._rename_delays("", None)
 
     def _rename_delays(self, old: str, new: Optional[str]) -> None:
         """Move ``old``'s delays to ``new`` (``None``: drop them)."""
@@ -217,14 +260,23 @@ class TopicCopy:
 
     def _add(self, items: List[bytes], delays: Optional[List[int]]) -> None:
         ids = [data[10:26] for data in items]
-        pairs = dict(zip(ids, items))
         channels = self.channels
-        if channels:
+        if self.paused.get(""):
+            # A paused topic holds its publishes.
+            self.held.update(zip(ids, items))
+            names: List[str] = [""]
+        elif len(channels) == 1:
+            # The common case: no dict of pairs made first.
+            for messages in channels.values():
+                messages.update(zip(ids, items))
+            names = list(channels)
+        elif channels:
+            pairs = dict(zip(ids, items))
             for messages in channels.values():
                 messages.update(pairs)
-            names: List[str] = list(channels)
+            names = list(channels)
         else:
-            self.held.update(pairs)
+            self.held.update(zip(ids, items))
             names = [""]
         if delays is not None:
             for name in names:
@@ -232,12 +284,20 @@ class TopicCopy:
                     if delay > 0:
                         self.delays[(name, msg_id)] = delay
 
-    def take_over(self, broker: Any) -> int:
+    def take_over(
+        self,
+        broker: Any,
+        taken: Optional[Dict[Tuple[str, str], List[bytes]]] = None,
+        now_ms: int = 0,
+    ) -> int:
         """
         Hand every message of the copy to ``broker``'s topic of the same
         name, into the same channels (created if need be), in order; how
-        many were handed over.  A mirrored topic's recorder is told of
+        many were handed over.  A deferred message is deferred for what is
+        left of its delay at ``now_ms``.  A mirrored topic's recorder is told of
         them, per channel, so that this node's own standbys copy them.
+        The ids handed over are added to ``taken``, by ``(topic,
+        channel)`` (``""``: the topic's own), for the fail-back exchange.
         """
         topic = broker.get_topic(self.name)
         recorder = topic.mirror
@@ -248,7 +308,7 @@ class TopicCopy:
             if self.paused.get(name) and not channel.paused:
                 channel.pause()
             for msg_id, data in messages.items():
-                delay_ms = delays.get((name, msg_id), 0) if delays else 0
+                delay_ms = delays.get((name, msg_id), 0) - now_ms if delays else 0
                 if delay_ms > 0:
                     channel.put_deferred(data, delay_ms / 1000.0)
                 else:
@@ -256,13 +316,19 @@ class TopicCopy:
                 moved += 1
             if recorder is not None and messages:
                 recorder.handed_over(self.name, name, list(messages.values()))
+            if taken is not None and messages:
+                taken.setdefault((self.name, name), []).extend(messages)
+        if self.paused.get("") and not topic.paused:
+            topic.pause()
         held = list(self.held.items())
         for msg_id, data in held:
-            delay_ms = delays.get(("", msg_id), 0) if delays else 0
-            topic.put_encoded(data, delay_ms / 1000.0)
+            delay_ms = delays.get(("", msg_id), 0) - now_ms if delays else 0
+            topic.put_encoded(data, max(0, delay_ms) / 1000.0)
             moved += 1
         if recorder is not None and held:
             recorder.published_many(self.name, [data for _, data in held])
+        if taken is not None and held:
+            taken.setdefault((self.name, ""), []).extend(msg_id for msg_id, _ in held)
         self.channels = {}
         self.held = {}
         self.delays = {}
@@ -284,14 +350,15 @@ class StandbyCopy:
         self.applied = 0
         self.records = 0
 
-    def apply(self, seq: int, records: List[Record]) -> None:
-        """Apply one payload's records, in order."""
+    def apply(self, seq: int, records: List[Record], now: float = 0.0) -> None:
+        """Apply one payload's records, in order, received at ``now`` (seconds)."""
         topics = self.topics
+        now_ms = int(now * 1000)
         for op, topic, channel, items in records:
             found = topics.get(topic)
             if found is None:
                 found = topics[topic] = TopicCopy(topic)
-            found.apply(op, channel, items)
+            found.apply(op, channel, items, now_ms)
         self.records += len(records)
         self.applied = seq
 
@@ -299,11 +366,17 @@ class StandbyCopy:
         """Messages held, over every topic."""
         return sum(topic.count() for topic in self.topics.values())
 
-    def take_over(self, broker: Any) -> int:
-        """Hand every topic's messages to ``broker`` (:meth:`TopicCopy.take_over`)."""
+    def take_over(
+        self,
+        broker: Any,
+        taken: Optional[Dict[Tuple[str, str], List[bytes]]] = None,
+        now: float = 0.0,
+    ) -> int:
+        """Hand every topic's messages to ``broker`` (:meth:`TopicCopy.take_over`) at ``now``."""
         moved = 0
+        now_ms = int(now * 1000)
         for topic in self.topics.values():
-            moved += topic.take_over(broker)
+            moved += topic.take_over(broker, taken, now_ms)
         self.topics = {}
         return moved
 
@@ -389,3 +462,97 @@ def topic_snapshot(topic: Any, limit: int = CATCH_UP_LIMIT) -> Tuple[List[bytes]
     queued, complete = _drain_and_restore(topic._queue, max(0, limit - len(found)))
     found.extend(queued)
     return found, complete and len(found) <= limit
+
+
+def _filter_queue(queue: Any, ids: Collection[bytes]) -> Set[bytes]:
+    """
+    Take the messages whose id is in ``ids`` out of ``queue`` (an
+    IBackendQueue: read through and put back, the others in order); the
+    ids taken out.
+    """
+    removed: Set[bytes] = set()
+    depth = queue.depth()
+    if not depth:
+        return removed
+    read = queue.read
+    put = queue.put
+    for _ in range(depth):
+        data = read()
+        if data is None:
+            break
+        msg_id = data[10:26]
+        if msg_id in ids:
+            removed.add(msg_id)
+        else:
+            put(data)
+    return removed
+
+
+def drop_from_channel(channel: Any, ids: Collection[bytes]) -> Set[bytes]:
+    """
+    Take the messages whose id is in ``ids`` out of ``channel``: queued,
+    deferred, or in flight (as if they had timed out there and gone: a
+    later FIN of one by its consumer fails as for a timed-out message);
+    the ids found.  The fail-back exchange drops here what the other node
+    took over and delivers now.
+    """
+    removed = _filter_queue(channel._queue, ids)
+    flight_log = channel._flight
+    deferred = channel._deferred
+    if deferred:
+        kept = [item for item in deferred if item[2][10:26] not in ids]
+        if len(kept) != len(deferred):
+            for item in deferred:
+                msg_id = item[2][10:26]
+                if msg_id in ids:
+                    removed.add(msg_id)
+                    if flight_log is not None:
+                        flight_log.release(msg_id)
+            heapq.heapify(kept)
+            channel._deferred = kept
+    in_flight = channel._in_flight
+    freed = []
+    for msg_id in [msg_id for msg_id in in_flight if msg_id in ids]:
+        entry = in_flight.pop(msg_id)
+        channel._unschedule(entry)
+        entry.consumer.in_flight_count -= 1
+        if flight_log is not None:
+            flight_log.release(msg_id)
+        removed.add(msg_id)
+        freed.append(entry.consumer)
+    if freed:
+        channel._check_idle()
+        for consumer in freed:
+            channel._freed(consumer)
+    return removed
+
+
+def drop_from_topic(topic: Any, ids: Collection[bytes]) -> Set[bytes]:
+    """
+    Take the messages whose id is in ``ids`` out of what ``topic`` holds
+    itself (no channel yet, or paused), as :func:`drop_from_channel`.
+    """
+    removed = _filter_queue(topic._queue, ids)
+    backlog = topic._backlog
+    if backlog:
+        kept = [item for item in backlog if item[0][10:26] not in ids]
+        if len(kept) != len(backlog):
+            flight_log = topic._flight
+            for data, _ in backlog:
+                msg_id = data[10:26]
+                if msg_id in ids:
+                    removed.add(msg_id)
+                    if flight_log is not None:
+                        flight_log.release(msg_id)
+            topic._backlog = kept
+    return removed
+
+
+def holds_messages(topic: Any) -> bool:
+    """``topic`` or one of its channels holds some message (queued, deferred or in flight)."""
+    if topic.depth():
+        return True
+    for channel in topic.channels.values():
+        if channel.depth() or channel.in_flight_count or channel.deferred_count:
+            return True
+    return False

@@ -391,12 +391,22 @@ class Topic:
         self.paused = True
         self._update_targets()
         self.broker._topology_changed()
+        if self.mirror is not None:
+            self._mirror_change("pause")
 
     def unpause(self) -> None:
         """Resume copying messages to the channels, the held ones first."""
         self.paused = False
         self._update_targets()
         self.broker._topology_changed()
+        if self.mirror is not None:
+            self._mirror_change("unpause")
+
+    def _mirror_change(self, change: str) -> None:
+        """Tell a mirrored topic's peers (channel ``""``: the topic itself)."""
+        from txnsq.nsqd.mirror import CHANNEL_OPS
+
+        self.mirror.channel_changed(CHANNEL_OPS[change], self.name, "")
 
     def hold(self) -> None:
         """

@@ -20,6 +20,21 @@ with these ops and items:
 - ``C``, ``X``, ``E``, ``P``, ``U``: channel created, deleted, emptied,
   paused, unpaused (no items).
 
+When two nodes route to each other again (a restarted node, or the two
+sides of a partition), each sends the other an exchange (subject
+:data:`SUBJECT_EXCHANGE`, the same layout, sequence number 0) before the
+returning side delivers:
+
+- ``G`` (items: one epoch): the ``T`` records after it, up to the next
+  ``G``, are of the receiver's process of that epoch;
+- ``T`` taken over (items: message ids): the sender took these messages
+  of the receiver over and delivers them now: the receiver drops them;
+- ``Y`` (no items): the sender's list is complete;
+- ``A`` finished apart (items: message ids), in the answer: of the
+  messages the sender of the ``T`` took over, the answerer (the same
+  process they were taken from) finished these while the two were apart;
+- ``K`` (no items): the answer is complete (the ``T`` list was applied).
+
 An ack (subject :data:`SUBJECT_ACK`) is the 8-byte sequence number of the
 last data payload the peer has applied.  Sans-IO: bytes in, values out.
 """
@@ -36,6 +51,8 @@ __all__ = [
     "RecordBuilder",
     "SUBJECT_ACK",
     "SUBJECT_DATA",
+    "SUBJECT_EXCHANGE",
+    "SUBJECT_PING",
     "decode_ack",
     "decode_records",
     "encode_ack",
@@ -45,6 +62,9 @@ __all__ = [
 INTERNAL_PREFIX = "$NSQ."
 SUBJECT_DATA = "$NSQ.mirror.data"
 SUBJECT_ACK = "$NSQ.mirror.ack"
+SUBJECT_EXCHANGE = "$NSQ.mirror.exchange"
+#: A heartbeat (empty payload): the sender is alive and reading.
+SUBJECT_PING = "$NSQ.mirror.ping"
 
 OP_MESSAGES = b"M"
 OP_DEFERRED = b"D"
@@ -55,7 +75,12 @@ OP_CHANNEL_DELETE = b"X"
 OP_CHANNEL_EMPTY = b"E"
 OP_CHANNEL_PAUSE = b"P"
 OP_CHANNEL_UNPAUSE = b"U"
-_OPS = frozenset(b"MDFRCXEPU")
+OP_GROUP = b"G"
+OP_TAKEN = b"T"
+OP_LIST_END = b"Y"
+OP_FINISHED_APART = b"A"
+OP_ANSWER_END = b"K"
+_OPS = frozenset(b"MDFRCXEPUGTYAK")
 
 _SEQ = struct.Struct(">Q")
 _LEN = struct.Struct(">I")
