@@ -17,7 +17,7 @@ from twisted.internet.endpoints import TCP4ClientEndpoint, connectProtocol
 from twisted.internet.protocol import Protocol
 from twisted.trial.unittest import SynchronousTestCase, TestCase
 
-from txnsq.nsqd.options import parse_nsqd_args
+from txnsq.nsqd.flags import parse_nsqd_args
 from txnsq.nsqd.service import NSQDService
 from txnsq.protocol.frames import FrameParser
 from txnsq.protocol.message import decode_message

@@ -23,7 +23,7 @@ from txnsq.daemon import run_console_script
 from txnsq.http.site import GoSite
 from txnsq.nsqadmin.options import NSQAdminOptions
 from txnsq.nsqd.listener import ListeningService
-from txnsq.nsqd.options import listen_endpoint_description
+from txnsq.listen_address import listen_endpoint_description
 
 __all__ = ["NSQAdminService", "main"]
 

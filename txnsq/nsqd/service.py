@@ -28,7 +28,8 @@ from txnsq.nsqd.lookup import LookupService
 from txnsq.logging import set_log_level
 from txnsq.nsqd.stats import collect, to_json, watch_gc
 from txnsq.nsqd.metadata import DataPathError, DataPathLock, MetadataError, MetadataStore
-from txnsq.nsqd.options import NSQDOptions, listen_endpoint_description
+from txnsq.listen_address import listen_endpoint_description
+from txnsq.nsqd.options import NSQDOptions
 from txnsq.nsqd.tcp import NSQDFactory, ServerFeatures
 from txnsq.nsqd.tls import TLSConfigError, tls_server_options
 from txnsq.storage.interfaces import IStorageBackend

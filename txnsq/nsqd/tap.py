@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, List
 
 from txnsq.cli import Flag
 from txnsq.daemon import GoFlagsOptions, SettingsAlias
-from txnsq.nsqd.options import NSQDOptions, nsqd_flags
+from txnsq.nsqd.flags import nsqd_flags
+from txnsq.nsqd.options import NSQDOptions
 
 if TYPE_CHECKING:
     from txnsq.nsqd.service import NSQDService

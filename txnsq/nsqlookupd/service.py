@@ -18,7 +18,7 @@ from twisted.internet.interfaces import IListeningPort
 from twisted.logger import Logger
 
 from txnsq.nsqd.listener import ListeningService, describe_address, when_all_listening
-from txnsq.nsqd.options import listen_endpoint_description
+from txnsq.listen_address import listen_endpoint_description
 from txnsq.cli import version_string
 from txnsq.daemon import run_console_script
 from txnsq.http.site import GoSite
