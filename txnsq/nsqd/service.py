@@ -26,7 +26,8 @@ from txnsq.nsqd.http import NSQDHTTPAPI
 from txnsq.nsqd.listener import ListeningService, when_all_listening
 from txnsq.nsqd.lookup import LookupService
 from txnsq.logging import set_log_level
-from txnsq.nsqd.stats import collect, to_json, watch_gc
+from txnsq.nsqd.memstats import watch_gc
+from txnsq.nsqd.stats import collect, to_json
 from txnsq.nsqd.metadata import DataPathError, DataPathLock, MetadataError, MetadataStore
 from txnsq.listen_address import listen_endpoint_description
 from txnsq.nsqd.options import NSQDOptions
