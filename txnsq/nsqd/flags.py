@@ -21,8 +21,8 @@ from txnsq.cli import (
     VALUE,
     Flag,
     FlagValueError,
+    log_flags,
 )
-from txnsq.logging import log_flags
 from txnsq.nsqd.options import (
     TLS_NOT_REQUIRED,
     TLS_REQUIRED,
@@ -417,7 +417,7 @@ def nsqd_flags(defaults: Optional[NSQDOptions] = None) -> List[Flag]:
 
 
 def _cluster_flags(o: NSQDOptions) -> List[Flag]:
-    from txnsq.cluster.options import cluster_flags
+    from txnsq.cluster.flags import cluster_flags
 
     return cluster_flags(o)
 
