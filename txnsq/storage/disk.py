@@ -33,131 +33,41 @@ from twisted.logger import Logger
 from twisted.plugin import IPlugin
 from zope.interface import implementer
 
+from txnsq.storage.disk_recovery import (
+    READ_CHUNK,
+    SavedDeferred,
+    open_state,
+    read_saved_deferred,
+    remove_file,
+    segment_numbers,
+)
 from txnsq.storage.diskqueue_format import (
     MIN_MESSAGE_SIZE,
     RECORD_HEADER,
     CopyRun,
     DeferredState,
-    DiskFormatError,
     QueueState,
-    decode_deferred,
-    decode_meta,
     deferred_file_name,
     encode_deferred,
     encode_meta,
     meta_file_name,
-    parse_segment_file_name,
     segment_file_name,
 )
 from txnsq.files import write_file_atomically
+from txnsq.storage.committer import Committer
 from txnsq.storage.flight_log import FlightLog, flight_file_name
 from txnsq.storage.interfaces import IBackendQueue, IDeferredStore, IStorageBackend
 from txnsq.storage.sync_worker import SyncWorker
 
-__all__ = ["Committer", "DiskQueue", "DiskStorage"]
+__all__ = ["DiskQueue", "DiskStorage"]
 
 #: Pending records are written once they reach this size, even mid-turn.
 FLUSH_BYTES = 256 * 1024
-
-#: How much of a segment is read at once (kept per queue while reading, so
-#: modest: a daemon may have thousands of spilling channels).
-READ_CHUNK = 64 * 1024
 
 #: Seconds between attempts to write again after a failed write.
 RETRY_DELAY = 1.0
 
 _log = Logger(namespace="txnsq.storage.disk")
-
-
-class _Queued:
-    """A queue's place in its committer's next turn (an ``IDelayedCall`` look-alike)."""
-
-    __slots__ = ("_committer", "_queue")
-
-    def __init__(self, committer: "Committer", queue: "DiskQueue") -> None:
-        self._committer = committer
-        self._queue = queue
-
-    def active(self) -> bool:
-        return self._queue in self._committer._dirty
-
-    def cancel(self) -> None:
-        self._committer._discard(self._queue)
-
-
-class Committer:
-    """
-    Ends the reactor turn of every queue of one storage together, in an
-    order that never leaves a message only in memory (``--mem-queue-size=0``).
-
-    :meth:`commit` writes, for every queue changed since the last one:
-    first the segment records (``fsync`` with ``--sync-every=1``), then the
-    flight logs, channels' before topics' (a deferred message moves from a
-    topic's log to a channel's), then each queue's meta file as its sync
-    policy says, and last removes the segments read to their end.  So a
-    queue's read position never passes a message before the log holding it
-    is written, and a log never releases a message put back in a queue
-    before its record is written.  nsqd calls :meth:`commit` before any
-    answer or message leaves (so an ``OK`` follows its records); otherwise
-    it runs once per reactor turn.
-
-    :param clock: the reactor whose turns are meant.
-    :param sync: ``--sync-every=1``: ``fsync`` segment records before the
-        logs that depend on them are written.
-    """
-
-    def __init__(self, clock: Any, sync: bool) -> None:
-        self._clock = clock
-        self.sync = sync
-        self._dirty: Dict["DiskQueue", None] = {}
-        self._call: Any = None
-
-    def dirty(self, queue: "DiskQueue") -> _Queued:
-        """``queue`` changed: include it in the next commit."""
-        self._dirty[queue] = None
-        if self._call is None:
-            self._call = self._clock.callLater(0, self._turn)
-        return _Queued(self, queue)
-
-    def _discard(self, queue: "DiskQueue") -> None:
-        """``queue`` wrote its changes itself (it closed)."""
-        dirty = self._dirty
-        dirty.pop(queue, None)
-        call = self._call
-        if not dirty and call is not None:
-            self._call = None
-            if call.active():
-                call.cancel()
-
-    def _turn(self) -> None:
-        self._call = None
-        self.commit()
-
-    def commit(self) -> None:
-        """Write every change made since the last commit, now."""
-        call, self._call = self._call, None
-        if call is not None and call.active():
-            call.cancel()
-        dirty = self._dirty
-        if not dirty:
-            return
-        queues = list(dirty)
-        dirty.clear()
-        for queue in queues:
-            queue._flush()
-        if self.sync:
-            for queue in queues:
-                if queue._unsynced or queue._need_sync:
-                    queue._fsync_write_file()
-        # Channels (``topic:channel``) before topics.
-        for queue in queues:
-            if ":" in queue.name:
-                queue._write_flight()
-        for queue in queues:
-            if ":" not in queue.name:
-                queue._write_flight()
-        for queue in queues:
-            queue._end_of_turn()
 
 
 @implementer(IBackendQueue, IDeferredStore)
@@ -254,7 +164,7 @@ class DiskQueue:
         self._runs: Deque[List[int]] = deque()
         self._copies = 0
         self._unread_copies: Dict[bytes, int] = {}
-        self._saved: Optional[Tuple[DeferredState, List[Tuple[int, bytes]]]] = None
+        self._saved: Optional[SavedDeferred] = None
         # After a crash: deferred messages held again whose plain copies
         # may still be in the segments, before this position.
         self._held_copies: Dict[bytes, int] = {}
@@ -538,158 +448,14 @@ class DiskQueue:
 
     def _open(self) -> None:
         """Pick up where the files say the queue was."""
-        meta_path = self._path(meta_file_name(self.name))
-        state: Optional[QueueState] = None
-        try:
-            with open(meta_path, "rb") as meta:
-                state = decode_meta(meta.read(256))
-        except FileNotFoundError:
-            pass
-        except (OSError, DiskFormatError) as error:
-            _log.error(
-                "DISKQUEUE({name}) failed to retrieveMetaData - {error}",
-                name=self.name,
-                error=error,
-            )
-            self._quarantine(meta_path)
-        if state is None:
-            state = self._recover_without_meta()
+        recorded, state = open_state(self._directory, self.name, self._max_msg_size)
         self._depth = state.depth
         self._read_file = state.read_file
         self._read_pos = state.read_pos
         self._write_file = state.write_file
         self._write_pos = state.write_pos
-        self._check_write_file()
         self._flushed_pos = self._write_pos
-        self._load_saved(state)
-
-    def _recover_without_meta(self) -> QueueState:
-        """No usable meta file: take whatever segments are there."""
-        numbers = self._segment_numbers()
-        if not numbers:
-            return QueueState(0, 0, 0, 0, 0)
-        depth = 0
-        for number in numbers:
-            depth += self._count_records(segment_file_name(self.name, number), 0)
-        _log.warn(
-            "DISKQUEUE({name}): no meta file; recovered {depth} messages from {files} files",
-            name=self.name,
-            depth=depth,
-            files=len(numbers),
-        )
-        return QueueState(depth, numbers[0], 0, numbers[-1] + 1, 0)
-
-    def _check_write_file(self) -> None:
-        """
-        A write segment longer than the meta says holds records written
-        after the last sync: count them and write on in a new segment, so
-        that they are read and never overwritten (go-diskqueue skips to a
-        new file too).  A shorter one lost its end: write on in a new one.
-        """
-        path = self._path(segment_file_name(self.name, self._write_file))
-        try:
-            size = os.stat(path).st_size
-        except FileNotFoundError:
-            if self._write_pos == 0:
-                return
-            size = -1
-        except OSError:
-            size = -1
-        if size == self._write_pos:
-            return
-        if size > self._write_pos:
-            extra = self._count_records(
-                segment_file_name(self.name, self._write_file), self._write_pos
-            )
-            self._depth += extra
-            _log.warn(
-                "DISKQUEUE({name}) {file} metadata writePos {pos} < file size of {size}, "
-                "skipping to new file ({extra} unsynced messages recovered)",
-                name=self.name,
-                file=path,
-                pos=self._write_pos,
-                size=size,
-                extra=extra,
-            )
-        else:
-            _log.error(
-                "DISKQUEUE({name}) {file} is shorter than its metadata says "
-                "({size} < {pos}); writing on in a new file",
-                name=self.name,
-                file=path,
-                size=size,
-                pos=self._write_pos,
-            )
-        self._write_file += 1
-        self._write_pos = 0
-
-    def _load_saved(self, state: QueueState) -> None:
-        """Take the deferred file, if it still matches the queue."""
-        path = self._path(deferred_file_name(self.name))
-        try:
-            with open(path, "rb") as saved:
-                data = saved.read()
-        except FileNotFoundError:
-            return
-        except OSError as error:
-            _log.error(
-                "DISKQUEUE({name}) cannot read {file} - {error}",
-                name=self.name,
-                file=path,
-                error=error,
-            )
-            return
-        try:
-            deferred_state, items = decode_deferred(data)
-        except DiskFormatError as error:
-            _log.error(
-                "DISKQUEUE({name}) {file} is corrupt - {error}; its messages are "
-                "delivered without their delay",
-                name=self.name,
-                file=path,
-                error=error,
-            )
-            self._quarantine(path)
-            return
-        if deferred_state.queue != self.state() or state != self.state():
-            _log.warn(
-                "DISKQUEUE({name}) the queue changed since {file} was written; "
-                "its messages are delivered without their delay",
-                name=self.name,
-                file=path,
-            )
-            self._remove(deferred_file_name(self.name))
-            return
-        self._saved = (deferred_state, items)
-
-    def _count_records(self, filename: str, start: int) -> int:
-        """How many whole, plausible records a segment holds from ``start``."""
-        count = 0
-        try:
-            with open(self._path(filename), "rb") as segment:
-                segment.seek(start)
-                buffer = b""
-                offset = 0
-                header = RECORD_HEADER.size
-                while True:
-                    if len(buffer) - offset < header:
-                        buffer = buffer[offset:] + segment.read(READ_CHUNK)
-                        offset = 0
-                        if len(buffer) < header:
-                            return count
-                    (length,) = RECORD_HEADER.unpack_from(buffer, offset)
-                    if length < MIN_MESSAGE_SIZE or length > self._max_msg_size:
-                        return count
-                    end = offset + header + length
-                    while len(buffer) < end:
-                        more = segment.read(max(READ_CHUNK, end - len(buffer)))
-                        if not more:
-                            return count
-                        buffer += more
-                    offset = end
-                    count += 1
-        except OSError:
-            return count
+        self._saved = read_saved_deferred(self._directory, self.name, recorded, state)
 
     # -- writing -----------------------------------------------------------
 
@@ -1156,38 +922,10 @@ class DiskQueue:
         self._unread_copies = {}
 
     def _segment_numbers(self) -> List[int]:
-        """The numbers of this queue's segment files, sorted."""
-        try:
-            names = os.listdir(self._directory or ".")
-        except OSError:
-            return []
-        numbers = []
-        for filename in names:
-            parsed = parse_segment_file_name(filename)
-            if parsed is not None and parsed[0] == self.name:
-                numbers.append(parsed[1])
-        numbers.sort()
-        return numbers
-
-    def _quarantine(self, path: str) -> None:
-        """Set an unreadable file aside as ``.bad`` (never delete it)."""
-        try:
-            os.rename(path, path + ".bad")
-        except OSError:
-            pass
+        return segment_numbers(self._directory, self.name)
 
     def _remove(self, filename: str) -> None:
-        try:
-            os.unlink(self._path(filename))
-        except FileNotFoundError:
-            pass
-        except OSError as error:
-            _log.error(
-                "DISKQUEUE({name}) failed to remove {file} - {error}",
-                name=self.name,
-                file=filename,
-                error=error,
-            )
+        remove_file(self._directory, self.name, filename)
 
     def _close_read_file(self) -> None:
         fd = self._read_fd
