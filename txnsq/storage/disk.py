@@ -34,7 +34,6 @@ from twisted.plugin import IPlugin
 from zope.interface import implementer
 
 from txnsq.storage.disk_recovery import (
-    READ_CHUNK,
     SavedDeferred,
     open_state,
     read_saved_deferred,
@@ -55,8 +54,10 @@ from txnsq.storage.diskqueue_format import (
 )
 from txnsq.files import write_file_atomically
 from txnsq.storage.committer import Committer
+from txnsq.storage.deferred_copies import DeferredCopies
 from txnsq.storage.flight_log import FlightLog, flight_file_name
 from txnsq.storage.interfaces import IBackendQueue, IDeferredStore, IStorageBackend
+from txnsq.storage.segment_reader import SegmentReader
 from txnsq.storage.sync_worker import SyncWorker
 
 __all__ = ["DiskQueue", "DiskStorage"]
@@ -146,12 +147,8 @@ class DiskQueue:
         self._flushed_pos = 0
         self._pending = bytearray()
         self._write_fd: Optional[int] = None
-        self._read_fd: Optional[int] = None
-        self._read_fd_file = -1
-        # The size of the segment being read once no longer written to.
-        self._read_end: Optional[int] = None
-        self._rbuf = b""
-        self._rbuf_pos = 0
+        # The segment being read.
+        self._reader = SegmentReader()
         self._unsynced = 0
         # A file was started or finished: sync at the end of this turn.
         self._need_sync = False
@@ -159,16 +156,9 @@ class DiskQueue:
         self._sync_call: Any = None
         self._retry_call: Any = None
         # Plain copies of deferred messages to skip when read (set by
-        # load_deferred): runs of [file, pos, count] in file order, their
-        # total, and the messages whose copies are among them, unread.
-        self._runs: Deque[List[int]] = deque()
-        self._copies = 0
-        self._unread_copies: Dict[bytes, int] = {}
+        # load_deferred, and by recover_held after a crash).
+        self._skips = DeferredCopies()
         self._saved: Optional[SavedDeferred] = None
-        # After a crash: deferred messages held again whose plain copies
-        # may still be in the segments, before this position.
-        self._held_copies: Dict[bytes, int] = {}
-        self._held_copies_end = (0, 0)
         self._to_save: List[Tuple[int, bytes]] = []
         self._closed = False
         #: The function writing bytes to a file descriptor; a test seam for
@@ -214,8 +204,9 @@ class DiskQueue:
 
     def depth(self) -> int:
         """Messages that :meth:`read` would still return."""
-        disk = self._depth - self._copies
-        if disk <= 0 and not self._copies and self._unread_positions():
+        copies = self._skips.count
+        disk = self._depth - copies
+        if disk <= 0 and not copies and self._unread_positions():
             # A meta file that undercounts must not hide what is there.
             disk = 1
         return len(self._front) + disk + len(self._overflow)
@@ -260,13 +251,12 @@ class DiskQueue:
         for data in held:
             self._append(data)
         deferred, self._to_save = self._to_save, []
-        runs = self._unread_runs()
-        unread = self._unread_copies
+        skips = self._skips
+        runs = skips.unread_runs(self._read_file, self._read_pos)
         new_run: Optional[List[int]] = None
         for _, data in deferred:
-            if unread.get(data):
+            if skips.take_unread(data):
                 # Its copy from an earlier shutdown is still unread.
-                unread[data] -= 1
                 continue
             self._append(data)
             if new_run is None:
@@ -328,12 +318,7 @@ class DiskQueue:
         if saved is None:
             return []
         state, items = saved
-        self._runs = deque([list(run) for run in state.runs])
-        self._copies = state.copies
-        unread: Dict[bytes, int] = {}
-        for _, data in items:
-            unread[data] = unread.get(data, 0) + 1
-        self._unread_copies = unread
+        self._skips.load(state, items)
         self._remove(deferred_file_name(self.name))
         return items
 
@@ -371,11 +356,7 @@ class DiskQueue:
             # A clean shutdown before the crash may have left plain copies
             # of them in the segments, whose skipping was not recorded:
             # skip records equal to them, up to where the segments ended.
-            copies: Dict[bytes, int] = {}
-            for _, data in deferred:
-                copies[data] = copies.get(data, 0) + 1
-            self._held_copies = copies
-            self._held_copies_end = (self._write_file, self._write_pos)
+            self._skips.hold(deferred, (self._write_file, self._write_pos))
         _log.warn(
             "DISKQUEUE({name}): recovered {in_flight} in-flight and {deferred} "
             "deferred messages from {file}",
@@ -679,7 +660,7 @@ class DiskQueue:
             if number >= self._write_file:
                 if number > self._write_file or pos >= self._write_pos:
                     self._at_tail()
-                    self._rbuf = b""
+                    self._reader.drop_buffer()
                     return None
                 if pos >= self._flushed_pos:
                     data = self._read_pending(pos - self._flushed_pos)
@@ -689,18 +670,19 @@ class DiskQueue:
                 end = self._flushed_pos
             else:
                 end = -1
-            if self._read_fd_file != number and not self._open_read_file():
+            reader = self._reader
+            if reader.number != number and not self._open_read_file():
                 continue
             if end < 0:
-                end = self._complete_file_end()
+                end = reader.complete_end()
             if pos >= end:
                 self._next_read_file()
                 continue
-            offset = self._buffered(pos, header)
+            offset = reader.buffered(pos, header)
             if offset < 0:
                 self._bad_file("truncated record header at %d" % (pos,))
                 continue
-            (length,) = RECORD_HEADER.unpack_from(self._rbuf, offset)
+            (length,) = RECORD_HEADER.unpack_from(reader.buf, offset)
             if length < MIN_MESSAGE_SIZE or length > self._max_msg_size:
                 self._bad_file("invalid message read size (%d)" % (length,))
                 continue
@@ -708,17 +690,18 @@ class DiskQueue:
             if pos + total > end:
                 self._bad_file("truncated record at %d" % (pos,))
                 continue
-            offset = self._buffered(pos, total)
+            offset = reader.buffered(pos, total)
             if offset < 0:
                 self._bad_file("truncated record at %d" % (pos,))
                 continue
-            data = self._rbuf[offset + header : offset + total]
+            data = reader.buf[offset + header : offset + total]
             self._consumed(pos + total)
             if number < self._write_file and self._read_pos >= end:
                 self._next_read_file()
-            if self._copies and self._skip_copy(number, pos, data):
+            skips = self._skips
+            if skips.count and skips.skip_copy(number, pos, data):
                 continue
-            if self._held_copies and self._skip_held_copy(number, pos, data):
+            if skips.held and skips.skip_held_copy(number, pos, data):
                 continue
             return data
 
@@ -730,48 +713,10 @@ class DiskQueue:
         data = bytes(pending[offset + header : offset + header + length])
         number, pos = self._read_file, self._read_pos
         self._consumed(pos + header + length)
-        if self._copies and self._skip_copy(number, pos, data):
+        skips = self._skips
+        if skips.count and skips.skip_copy(number, pos, data):
             return None
         return data
-
-    def _skip_copy(self, number: int, pos: int, data: bytes) -> bool:
-        """Whether the record read at ``number``/``pos`` is a deferred
-        message's copy (to be skipped: the message is deferred already)."""
-        run = self._runs[0]
-        if (number, pos) < (run[0], run[1]):
-            return False
-        run[2] -= 1
-        if not run[2]:
-            self._runs.popleft()
-        self._copies -= 1
-        unread = self._unread_copies.get(data)
-        if unread:
-            self._unread_copies[data] = unread - 1
-        return True
-
-    def _skip_held_copy(self, number: int, pos: int, data: bytes) -> bool:
-        """Whether the record read at ``number``/``pos`` is a plain copy
-        of a deferred message recovered from the flight log."""
-        copies = self._held_copies
-        if (number, pos) >= self._held_copies_end:
-            copies.clear()
-            return False
-        left = copies.get(data)
-        if not left:
-            return False
-        if left == 1:
-            del copies[data]
-        else:
-            copies[data] = left - 1
-        return True
-
-    def _unread_runs(self) -> List[List[int]]:
-        """The runs of copies not read yet, starting where they now start."""
-        runs = [list(run) for run in self._runs]
-        if runs and (self._read_file, self._read_pos) > (runs[0][0], runs[0][1]):
-            # Some of the first run were skipped: the rest start here.
-            runs[0][0], runs[0][1] = self._read_file, self._read_pos
-        return runs
 
     def _consumed(self, new_pos: int) -> None:
         self._read_pos = new_pos
@@ -783,31 +728,12 @@ class DiskQueue:
             elif self._sync_call is None:
                 self._sync_call = self._clock.callLater(self._sync_timeout, self._on_sync_timer)
 
-    def _buffered(self, pos: int, size: int) -> int:
-        """
-        The offset in the read buffer of ``size`` bytes of the read segment
-        at ``pos``, reading more if need be; -1 if the segment ends first.
-        """
-        offset = pos - self._rbuf_pos
-        if offset < 0 or offset + size > len(self._rbuf):
-            assert self._read_fd is not None
-            try:
-                self._rbuf = os.pread(self._read_fd, max(size, READ_CHUNK), pos)
-            except OSError:
-                self._rbuf = b""
-            self._rbuf_pos = pos
-            offset = 0
-            if len(self._rbuf) < size:
-                return -1
-        return offset
-
     def _open_read_file(self) -> bool:
         """Open the segment to read; a missing one is skipped (``False``)."""
-        self._close_read_file()
         number = self._read_file
         path = self._path(segment_file_name(self.name, number))
         try:
-            self._read_fd = os.open(path, os.O_RDONLY)
+            self._reader.open(path, number)
         except OSError as error:
             _log.error(
                 "DISKQUEUE({name}) unable to open {file} - {error}; skipping it",
@@ -817,16 +743,7 @@ class DiskQueue:
             )
             self._skip_read_file()
             return False
-        self._read_fd_file = number
         return True
-
-    def _complete_file_end(self) -> int:
-        """The size of the segment being read, now that it is complete."""
-        end = self._read_end
-        if end is None:
-            assert self._read_fd is not None
-            end = self._read_end = os.fstat(self._read_fd).st_size
-        return end
 
     def _next_read_file(self) -> None:
         """The segment is read: delete it and go on to the next."""
@@ -893,7 +810,7 @@ class DiskQueue:
                 depth=self._depth,
             )
             self._depth = 0
-        self._forget_copies()
+        self._skips.forget()
         if self._read_file > self._write_file:
             self._write_file = self._read_file
             self._write_pos = 0
@@ -913,13 +830,7 @@ class DiskQueue:
         self._read_file = self._write_file
         self._read_pos = 0
         self._depth = 0
-        self._forget_copies()
-
-    def _forget_copies(self) -> None:
-        self._held_copies.clear()
-        self._runs.clear()
-        self._copies = 0
-        self._unread_copies = {}
+        self._skips.forget()
 
     def _segment_numbers(self) -> List[int]:
         return segment_numbers(self._directory, self.name)
@@ -928,14 +839,7 @@ class DiskQueue:
         remove_file(self._directory, self.name, filename)
 
     def _close_read_file(self) -> None:
-        fd = self._read_fd
-        if fd is not None:
-            self._read_fd = None
-            os.close(fd)
-        self._read_fd_file = -1
-        self._read_end = None
-        self._rbuf = b""
-        self._rbuf_pos = 0
+        self._reader.close()
 
     def _close_write_file(self) -> None:
         fd = self._write_fd
