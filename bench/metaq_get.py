@@ -45,7 +45,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from nsqd_harness import NSQDChild, nsqd_command  # noqa: E402
 
-from txnsq.protocol.metaq import HEADER_LENGTH, iter_records, validate_records  # noqa: E402
+from txnsq.protocol.metaq_record import HEADER_LENGTH, iter_records, validate_records  # noqa: E402
 
 TOPIC = "bench"
 

@@ -24,7 +24,7 @@ from txnsq.metaq.backend import (
     sequence_attribute,
 )
 from txnsq.storage.log_format import with_attribute
-from txnsq.protocol.metaq import iter_records
+from txnsq.protocol.metaq_record import iter_records
 from txnsq.storage.log import OffsetOutOfRange, RecordTooLarge, TopicLog
 
 

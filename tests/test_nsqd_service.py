@@ -189,7 +189,7 @@ class MetaqCollector(Protocol):
     """A raw MetaQ client that collects replies and reports when it closes."""
 
     def __init__(self) -> None:
-        from txnsq.protocol.metaq import MetaqResponseParser
+        from txnsq.protocol.metaq_parser import MetaqResponseParser
 
         self.parser = MetaqResponseParser()
         self.replies: List[Any] = []
