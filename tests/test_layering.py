@@ -22,9 +22,11 @@ _PACKAGE_DIR = os.path.dirname(os.path.abspath(txnsq.__file__))
 CORE = [
     "txnsq.nsqd.broker",
     "txnsq.nsqd.channel",
+    "txnsq.nsqd.data_path_lock",
     "txnsq.nsqd.guid",
     "txnsq.nsqd.memstats",
     "txnsq.nsqd.metadata",
+    "txnsq.nsqd.metadata_format",
     "txnsq.nsqd.mirror",
     "txnsq.nsqd.options",
     "txnsq.nsqd.quantile",

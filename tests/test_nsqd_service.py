@@ -310,7 +310,7 @@ class ConstructionTests(SynchronousTestCase):
         A data path that does not exist fails nothing at construction; the
         lock and nsqd.dat are taken at privilegedStartService.
         """
-        from txnsq.nsqd.metadata import DataPathError
+        from txnsq.nsqd.data_path_lock import DataPathError
 
         missing = os.path.abspath(self.mktemp())
         service = NSQDService(self.options("--data-path=" + missing), Clock())
@@ -402,7 +402,7 @@ class ConstructionTests(SynchronousTestCase):
 
     def test_open_data_early(self) -> None:
         """open_data takes the lock and nsqd.dat before starting, once; a second nsqd on the path is refused."""
-        from txnsq.nsqd.metadata import DataPathError
+        from txnsq.nsqd.data_path_lock import DataPathError
 
         path = os.path.abspath(self.mktemp())
         os.makedirs(path)

@@ -27,7 +27,9 @@ from txnsq.nsqd.lookup import LookupService
 from txnsq.logging import set_log_level
 from txnsq.nsqd.memstats import watch_gc
 from txnsq.nsqd.stats import collect, to_json
-from txnsq.nsqd.metadata import DataPathError, DataPathLock, MetadataError, MetadataStore
+from txnsq.nsqd.data_path_lock import DataPathError, DataPathLock
+from txnsq.nsqd.metadata import MetadataStore
+from txnsq.nsqd.metadata_format import MetadataError
 from txnsq.listen_address import listen_endpoint_description
 from txnsq.nsqd.options import NSQDOptions
 from txnsq.nsqd.tcp import NSQDFactory, ServerFeatures

@@ -49,7 +49,7 @@ class Options(GoFlagsOptions[NSQDOptions]):
         """
         from twisted.internet import reactor
 
-        from txnsq.nsqd.metadata import DataPathError
+        from txnsq.nsqd.data_path_lock import DataPathError
         from txnsq.nsqd.service import NSQDService, freeze_startup_objects
 
         service = NSQDService.fromOptions(settings)
