@@ -25,7 +25,8 @@ from txnsq.metaq.backend import (
 )
 from txnsq.storage.log_format import with_attribute
 from txnsq.protocol.metaq_record import iter_records
-from txnsq.storage.log import OffsetOutOfRange, RecordTooLarge, TopicLog
+from txnsq.storage.log import OffsetOutOfRange, RecordTooLarge
+from txnsq.storage.topic_log import TopicLog
 
 
 class RetainedBroker:

@@ -23,7 +23,8 @@ from txnsq.protocol.auth import AuthError, AuthState, Authorization
 from txnsq.protocol.metaq import GetRequest, PutRequest, ResultResponse, ValueResponse
 from txnsq.protocol.metaq_parser import MetaqResponseParser
 from txnsq.protocol.metaq_record import encode_record, iter_records, join_attribute
-from txnsq.storage.log import PartitionStats, TopicLog
+from txnsq.storage.log import PartitionStats
+from txnsq.storage.topic_log import TopicLog
 
 HUNDRED = b"x" * 100
 

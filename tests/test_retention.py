@@ -33,7 +33,7 @@ from txnsq.nsqd.retention import (
     retention_directory,
 )
 from txnsq.nsqd.topic import PublishError
-from txnsq.storage.log import TopicLog
+from txnsq.storage.topic_log import TopicLog
 from txnsq.storage.log_format import iter_records, nsq_message_id, with_attribute
 from txnsq.storage.memory import MemoryStorage
 
