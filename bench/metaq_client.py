@@ -16,7 +16,9 @@ import argparse
 import time
 
 from txnsq.client.metaq import get_result
-from txnsq.protocol.metaq import HEADER_LENGTH, MetaqResponseParser, encode_record, encode_value, join_attribute
+from txnsq.protocol.metaq import encode_value
+from txnsq.protocol.metaq_parser import MetaqResponseParser
+from txnsq.protocol.metaq_record import HEADER_LENGTH, encode_record, join_attribute
 
 READ_SIZE = 65536
 

@@ -25,8 +25,8 @@ import argparse
 import time
 from typing import Callable, List, Tuple
 
-from txnsq.protocol.metaq import (
-    MetaqRequestParser,
+from txnsq.protocol.metaq_parser import MetaqRequestParser
+from txnsq.protocol.metaq_record import (
     encode_record,
     iter_records,
     split_whole_records,

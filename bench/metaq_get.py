@@ -45,7 +45,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from nsqd_harness import NSQDChild, nsqd_command  # noqa: E402
 
-from txnsq.protocol.metaq import HEADER_LENGTH, iter_records, validate_records  # noqa: E402
+from txnsq.protocol.metaq_record import HEADER_LENGTH, iter_records, validate_records  # noqa: E402
 
 TOPIC = "bench"
 
@@ -54,7 +54,7 @@ def fill_log(directory: str, count: int, size: int) -> None:
     """Append ``count`` records of ``size`` bytes to partition 0 of a one-partition topic log."""
     from twisted.internet.task import Clock
 
-    from txnsq.storage.log import TopicLog
+    from txnsq.storage.topic_log import TopicLog
 
     log = TopicLog(directory, TOPIC, 1, Clock(), sync_every=0)
     payload = b"x" * size
@@ -75,7 +75,7 @@ def serve(directory: str) -> None:
 
     from txnsq.metaq import LogMetaqBackend, MetaqFactory
     from txnsq.protocol.metaq import DEFAULT_MAX_BODY_SIZE
-    from txnsq.storage.log import TopicLog
+    from txnsq.storage.topic_log import TopicLog
 
     backend = LogMetaqBackend(reactor)
     backend.add_topic(TopicLog(directory, TOPIC, 1, reactor))

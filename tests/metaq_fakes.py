@@ -23,30 +23,29 @@ from twisted.internet.protocol import Factory, Protocol
 from twisted.internet.testing import StringTransport
 
 from txnsq.protocol.metaq import (
-    AuthRequest,
     FORBIDDEN,
+    SUCCESS,
+    UNAUTHORIZED,
+    AuthRequest,
     GetRequest,
     MetaqError,
-    MetaqRequestParser,
     OffsetRequest,
     PutRequest,
     QuitRequest,
     StatsRequest,
-    SUCCESS,
-    UNAUTHORIZED,
     VersionRequest,
     encode_bad_max_size,
     encode_moved,
     encode_offset_result,
     encode_position_not_found,
     encode_put_result,
-    encode_record,
     encode_result,
     encode_topic_not_found,
     encode_value_header,
     encode_version_result,
-    split_whole_records,
 )
+from txnsq.protocol.metaq_parser import MetaqRequestParser
+from txnsq.protocol.metaq_record import encode_record, split_whole_records
 
 
 class FakePartition:
@@ -148,7 +147,7 @@ class FakeMetaqStore:
         ``msg_id``, published at ``time_ms`` (for ``offset`` by time); its
         offset.
         """
-        from txnsq.protocol.metaq import join_attribute
+        from txnsq.protocol.metaq_record import join_attribute
 
         part = self.partitions.setdefault((topic, number), FakePartition())
         if msg_id is None:

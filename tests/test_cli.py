@@ -494,3 +494,16 @@ class ParseSettingsTests(SynchronousTestCase):
         self.assertIn("flag provided but not defined: -x\nUsage of toyd:", err.getvalue())
         settings = cli.parse_settings_or_exit(self.flags, self.Settings, ["-size", "4"], "toyd")
         self.assertEqual(settings.size, 4)
+
+
+class LogFlagsTests(SynchronousTestCase):
+    """log_flags: the logging flags every daemon declares."""
+
+    def test_log_flags(self) -> None:
+        """The daemons' logging flags: level (Go's label as default), prefix, ignored verbose."""
+        level, prefix, verbose = cli.log_flags("warn", "[x] ")
+        self.assertEqual((level.name, level.default, level.usage_default()), ("log-level", "warn", "WARNING"))
+        self.assertEqual(level.convert("ERROR"), "error")
+        self.assertEqual((prefix.name, prefix.default), ("log-prefix", "[x] "))
+        self.assertEqual(verbose.name, "verbose")
+        self.assertTrue(verbose.ignored)

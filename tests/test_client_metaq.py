@@ -30,15 +30,8 @@ from txnsq.client.metaq import (
     records_since,
 )
 from txnsq.nsqd.guid import TWEPOCH
-from txnsq.protocol.metaq import (
-    HEADER_LENGTH,
-    OffsetRequest,
-    ResultResponse,
-    ValueResponse,
-    encode_record,
-    encode_value,
-    join_attribute,
-)
+from txnsq.protocol.metaq import OffsetRequest, ResultResponse, ValueResponse, encode_value
+from txnsq.protocol.metaq_record import HEADER_LENGTH, encode_record, join_attribute
 
 
 def joined(

@@ -8,7 +8,8 @@ from typing import Any
 from twisted.trial.unittest import SynchronousTestCase
 
 from txnsq.cluster.options import parse_route_url, route_urls
-from txnsq.nsqd.options import NSQDOptions, parse_nsqd_args
+from txnsq.nsqd.flags import parse_nsqd_args
+from txnsq.nsqd.options import NSQDOptions
 
 
 def valid(**changes: Any) -> NSQDOptions:

@@ -28,8 +28,8 @@ from txnsq.nsqd.options import (
     TLS_REQUIRED,
     TLS_REQUIRED_EXCEPT_HTTP,
     NSQDOptions,
-    nsqd_flags,
 )
+from txnsq.nsqd.flags import nsqd_flags
 from txnsq.protocol.go_json import go_json
 from txnsq.protocol.http_params import (
     APIError,

@@ -10,10 +10,12 @@ from twisted.internet.protocol import Factory, Protocol
 from twisted.internet.testing import MemoryReactor, StringTransport
 from twisted.trial.unittest import SynchronousTestCase
 
+from tests.endpoint_fakes import RecordingEndpoint
 from txnsq.nsqd.listener import (
     DEFAULT_BACKLOG,
     ListeningService,
     describe_address,
+    listen_target,
     set_no_delay,
     system_backlog,
     when_all_listening,
@@ -140,6 +142,42 @@ class ListeningServiceBacklogTests(SynchronousTestCase):
         [(port, _factory, backlog, interface)] = reactor.tcpServers
         self.assertEqual((port, backlog, interface), (0, system_backlog(), "127.0.0.1"))
         self.assertEqual(service.description, "tcp:0:interface=127.0.0.1")
+
+
+class ListenTargetTests(SynchronousTestCase):
+    """listen_target: endpoint objects as they are, strings as endpoint descriptions."""
+
+    def test_endpoint_object(self) -> None:
+        """An IStreamServerEndpoint is returned unchanged."""
+        endpoint = RecordingEndpoint(4150)
+        self.assertIs(listen_target(endpoint), endpoint)
+
+    def test_strings(self) -> None:
+        """Go's host:port and endpoint descriptions become descriptions."""
+        self.assertEqual(listen_target("127.0.0.1:4150"), "tcp:4150:interface=127.0.0.1")
+        self.assertEqual(listen_target("unix:/run/nsqd.sock"), "unix:/run/nsqd.sock")
+
+    def test_refused(self) -> None:
+        """An unreadable string is a ValueError, any other object a TypeError."""
+        self.assertRaises(ValueError, listen_target, "nonsense")
+        self.assertRaises(TypeError, listen_target, 4150)
+
+
+class ListeningServiceEndpointTests(SynchronousTestCase):
+    """A ListeningService given an endpoint object listens through it."""
+
+    def test_listens_on_the_endpoint(self) -> None:
+        """The endpoint is asked to listen only once started; the bound port is read from its port."""
+        endpoint = RecordingEndpoint(4150)
+        factory = Factory.forProtocol(Protocol)
+        service = ListeningService("TCP", MemoryReactor(), endpoint, factory)
+        self.assertEqual(endpoint.factories, [])
+        self.assertIs(service.endpoint, endpoint)
+        service.startService()
+        self.assertEqual(endpoint.factories, [factory])
+        self.assertEqual(service.bound_port(), 4150)
+        self.successResultOf(service.stopService())
+        self.assertFalse(endpoint.ports[0].listening)
 
 
 class TCPTransport(StringTransport):

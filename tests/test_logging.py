@@ -12,7 +12,6 @@ from txnsq.cli import FlagValueError
 from txnsq.logging import (
     FrameworkChatterFilter,
     GoStyleLogObserver,
-    log_flags,
     parse_log_level,
     parse_log_level_flag,
 )
@@ -61,12 +60,3 @@ class LineTests(SynchronousTestCase):
         self.assertEqual(parse_log_level_flag("WARN"), "warn")
         error = self.assertRaises(FlagValueError, parse_log_level_flag, "loud")
         self.assertEqual(str(error), "invalid log level 'loud' (debug, info, warn, error, fatal)")
-
-    def test_log_flags(self) -> None:
-        """The daemons' logging flags: level (Go's label as default), prefix, ignored verbose."""
-        level, prefix, verbose = log_flags("warn", "[x] ")
-        self.assertEqual((level.name, level.default, level.usage_default()), ("log-level", "warn", "WARNING"))
-        self.assertEqual(level.convert("ERROR"), "error")
-        self.assertEqual((prefix.name, prefix.default), ("log-prefix", "[x] "))
-        self.assertEqual(verbose.name, "verbose")
-        self.assertTrue(verbose.ignored)

@@ -18,18 +18,15 @@ from twisted.trial.unittest import SynchronousTestCase
 
 from tests.core_fakes import make_broker
 from txnsq.nsqd.broker import Broker
-from txnsq.nsqd.metadata import (
+from txnsq.nsqd.data_path_lock import DataPathError, DataPathInUse, DataPathLock
+from txnsq.nsqd.metadata import MetadataStore, snapshot
+from txnsq.nsqd.metadata_format import (
     ChannelMetadata,
-    DataPathError,
-    DataPathInUse,
-    DataPathLock,
     MetadataError,
-    MetadataStore,
     Skipped,
     TopicMetadata,
     decode_metadata,
     encode_metadata,
-    snapshot,
 )
 
 #: nsqd.dat as Go nsqd 1.3 writes it for the topology of GO_TOPICS.

@@ -24,8 +24,9 @@ from txnsq.metaq.backend import (
     sequence_attribute,
 )
 from txnsq.storage.log_format import with_attribute
-from txnsq.protocol.metaq import iter_records
-from txnsq.storage.log import OffsetOutOfRange, RecordTooLarge, TopicLog
+from txnsq.protocol.metaq_record import iter_records
+from txnsq.storage.log import OffsetOutOfRange, RecordTooLarge
+from txnsq.storage.topic_log import TopicLog
 
 
 class RetainedBroker:

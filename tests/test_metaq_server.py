@@ -20,17 +20,11 @@ from zope.interface.verify import verifyObject
 from txnsq.metaq.backend import IMetaqBackend, LogMetaqBackend, MetaqRefused, NoSuchPartition
 from txnsq.metaq.server import MetaqFactory, MetaqServerProtocol
 from txnsq.protocol.auth import AuthError, AuthState, Authorization
-from txnsq.protocol.metaq import (
-    GetRequest,
-    MetaqResponseParser,
-    PutRequest,
-    ResultResponse,
-    ValueResponse,
-    encode_record,
-    iter_records,
-    join_attribute,
-)
-from txnsq.storage.log import PartitionStats, TopicLog
+from txnsq.protocol.metaq import GetRequest, PutRequest, ResultResponse, ValueResponse
+from txnsq.protocol.metaq_parser import MetaqResponseParser
+from txnsq.protocol.metaq_record import encode_record, iter_records, join_attribute
+from txnsq.storage.log import PartitionStats
+from txnsq.storage.topic_log import TopicLog
 
 HUNDRED = b"x" * 100
 

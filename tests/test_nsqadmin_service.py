@@ -5,6 +5,8 @@ every --sample-interval, whoever looks, for the rates and charts.
 
 from __future__ import annotations
 
+from typing import Any
+
 from twisted.internet.task import Clock
 from twisted.internet.testing import MemoryReactorClock
 from twisted.trial.unittest import SynchronousTestCase
@@ -85,3 +87,68 @@ class ServiceSamplingTests(SynchronousTestCase):
         with self.assertRaises(ValueError) as raised:
             options.validate()
         self.assertEqual(str(raised.exception), "--sample-interval must not be negative")
+
+
+class ConstructionTests(SynchronousTestCase):
+    """NSQAdminService's constructor takes objects and does no I/O; fromOptions reads the TLS files."""
+
+    def options(self, *flags: str) -> NSQAdminOptions:
+        return parse_nsqadmin_args(["--nsqd-http-address=127.0.0.1:4151", "--sample-interval=0", *flags])
+
+    def test_no_io(self) -> None:
+        """Built, the service has neither listened nor connected anywhere."""
+        reactor = MemoryReactorClock()
+        service = NSQAdminService(self.options(), reactor)
+        self.assertEqual((reactor.tcpServers, reactor.tcpClients), ([], []))
+        self.assertEqual(service.http_listener.description, "tcp:4171:interface=0.0.0.0")
+
+    def test_tls_files_need_from_options(self) -> None:
+        """Options naming TLS files without a tls_policy point to fromOptions; it reads them."""
+        from tests.integration.tls_certs import shared_pki
+
+        directory = self.mktemp()
+        cert, key = shared_pki().client.write(directory, "client")
+        options = self.options("--http-client-tls-cert=" + cert, "--http-client-tls-key=" + key)
+        error = self.assertRaises(ValueError, NSQAdminService, options, MemoryReactorClock())
+        self.assertIn("fromOptions", str(error))
+        service = NSQAdminService.fromOptions(options, MemoryReactorClock())
+        self.assertIsNotNone(service.http)
+
+    def test_from_options_bad_file(self) -> None:
+        """fromOptions refuses a TLS file it cannot read, with Go's reason."""
+        missing = self.options("--http-client-tls-root-ca-file=" + self.mktemp())
+        error = self.assertRaises(ValueError, NSQAdminService.fromOptions, missing, MemoryReactorClock())
+        self.assertIn("TLS root CA file", str(error))
+
+    def test_tls_policy_object(self) -> None:
+        """A tls_policy object is the HTTP client's, whatever the options name."""
+        from twisted.web.client import BrowserLikePolicyForHTTPS
+
+        import txnsq.http_client
+
+        given = []
+        real = txnsq.http_client.GoHTTPClient
+
+        def recording(*args: Any, **kwargs: Any) -> Any:
+            given.append(kwargs["tls_policy"])
+            return real(*args, **kwargs)
+
+        self.patch(txnsq.http_client, "GoHTTPClient", recording)
+        policy = BrowserLikePolicyForHTTPS()
+        options = self.options("--http-client-tls-root-ca-file=/nonexistent/ca.pem")
+        NSQAdminService(options, MemoryReactorClock(), tls_policy=policy)
+        self.assertEqual(given, [policy])
+
+    def test_endpoint_object(self) -> None:
+        """The HTTP listener may be an IStreamServerEndpoint; it listens once started."""
+        from tests.endpoint_fakes import RecordingEndpoint
+
+        endpoint = RecordingEndpoint(4171)
+        reactor = MemoryReactorClock()
+        service = NSQAdminService.fromOptions(self.options(), reactor, http_endpoint=endpoint)
+        self.assertEqual(endpoint.factories, [])
+        service.startService()
+        self.addCleanup(service.stopService)
+        self.assertEqual(len(endpoint.factories), 1)
+        self.assertEqual(service.bound_port(), 4171)
+        self.assertEqual(reactor.tcpServers, [])

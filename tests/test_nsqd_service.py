@@ -17,7 +17,7 @@ from twisted.internet.endpoints import TCP4ClientEndpoint, connectProtocol
 from twisted.internet.protocol import Protocol
 from twisted.trial.unittest import SynchronousTestCase, TestCase
 
-from txnsq.nsqd.options import parse_nsqd_args
+from txnsq.nsqd.flags import parse_nsqd_args
 from txnsq.nsqd.service import NSQDService
 from txnsq.protocol.frames import FrameParser
 from txnsq.protocol.message import decode_message
@@ -189,7 +189,7 @@ class MetaqCollector(Protocol):
     """A raw MetaQ client that collects replies and reports when it closes."""
 
     def __init__(self) -> None:
-        from txnsq.protocol.metaq import MetaqResponseParser
+        from txnsq.protocol.metaq_parser import MetaqResponseParser
 
         self.parser = MetaqResponseParser()
         self.replies: List[Any] = []
@@ -310,7 +310,7 @@ class ConstructionTests(SynchronousTestCase):
         A data path that does not exist fails nothing at construction; the
         lock and nsqd.dat are taken at privilegedStartService.
         """
-        from txnsq.nsqd.metadata import DataPathError
+        from txnsq.nsqd.data_path_lock import DataPathError
 
         missing = os.path.abspath(self.mktemp())
         service = NSQDService(self.options("--data-path=" + missing), Clock())
@@ -351,3 +351,65 @@ class ConstructionTests(SynchronousTestCase):
         self.assertIn("fromOptions", str(error))
         service = NSQDService.fromOptions(options, Clock())
         self.assertIsNotNone(service.https_listener)
+
+    def test_endpoint_objects(self) -> None:
+        """Listeners may be given as IStreamServerEndpoints; they listen only once the service starts."""
+        from twisted.internet.testing import MemoryReactorClock
+
+        from tests.endpoint_fakes import RecordingEndpoint
+
+        tcp, http = RecordingEndpoint(4150), RecordingEndpoint(4151)
+        reactor = MemoryReactorClock()
+        service = NSQDService(
+            self.options(), reactor, storage="memory", tcp_endpoint=tcp, http_endpoint=http
+        )
+        self.assertEqual((tcp.factories, http.factories, reactor.tcpServers), ([], [], []))
+        service.startService()
+        self.addCleanup(service.stopService)
+        self.assertEqual(tcp.factories, [service.tcp_factory])
+        self.assertEqual(len(http.factories), 1)
+        self.assertEqual(service.bound_ports(), {"TCP": 4150, "HTTP": 4151})
+        self.assertEqual(reactor.tcpServers, [])
+
+    def test_endpoint_strings(self) -> None:
+        """A listen address string given to the constructor overrides the option's."""
+        service = NSQDService(
+            self.options(),
+            Clock(),
+            storage="memory",
+            tcp_endpoint="127.0.0.1:4999",
+            http_endpoint="unix:/tmp/nsqd-http.sock",
+        )
+        self.assertEqual(service.tcp_listener.description, "tcp:4999:interface=127.0.0.1")
+        self.assertEqual(service.http_listener.description, "unix:/tmp/nsqd-http.sock")
+        self.assertRaises(
+            ValueError, NSQDService, self.options(), Clock(), storage="memory", tcp_endpoint="nonsense"
+        )
+
+    def test_https_endpoint_with_tls(self) -> None:
+        """An https_endpoint is served with the tls object, and fromOptions passes endpoints on."""
+        from tests.endpoint_fakes import RecordingEndpoint
+        from tests.integration.tls_certs import write_server_files
+
+        directory = self.mktemp()
+        os.makedirs(directory)
+        options = self.options(*write_server_files(directory).args())
+        https = RecordingEndpoint(4152)
+        service = NSQDService.fromOptions(options, Clock(), storage="memory", https_endpoint=https)
+        assert service.https_listener is not None
+        self.assertIs(service.https_listener.endpoint, https)
+        self.assertIsNone(NSQDService(self.options("--https-address="), Clock(), storage="memory").https_listener)
+
+    def test_open_data_early(self) -> None:
+        """open_data takes the lock and nsqd.dat before starting, once; a second nsqd on the path is refused."""
+        from txnsq.nsqd.data_path_lock import DataPathError
+
+        path = os.path.abspath(self.mktemp())
+        os.makedirs(path)
+        first = NSQDService(self.options("--data-path=" + path), Clock())
+        first.open_data()
+        first.open_data()
+        self.assertTrue(os.path.exists(os.path.join(path, "nsqd.dat")))
+        second = NSQDService(self.options("--data-path=" + path), Clock())
+        self.assertRaises(DataPathError, second.open_data)
+        self.successResultOf(first.stopService())

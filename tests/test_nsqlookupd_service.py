@@ -14,7 +14,9 @@ from twisted.internet.defer import Deferred, inlineCallbacks
 from twisted.internet.endpoints import TCP4ClientEndpoint, connectProtocol
 from twisted.internet.protocol import Protocol
 from twisted.logger import ILogObserver, formatEvent, globalLogPublisher
-from twisted.trial.unittest import TestCase
+from twisted.internet.task import Clock
+from twisted.internet.testing import MemoryReactorClock
+from twisted.trial.unittest import SynchronousTestCase, TestCase
 
 from txnsq.nsqlookupd.options import parse_nsqlookupd_args
 from txnsq.nsqlookupd.registration_db import TOPIC
@@ -164,3 +166,30 @@ class EmbeddedServiceTests(TestCase):
         yield client.closed
         self.assertEqual(client.replies, [b"E_BAD_PROTOCOL"])
 
+
+
+class ConstructionTests(SynchronousTestCase):
+    """NSQLookupdService's constructor takes objects and does no I/O."""
+
+    def test_endpoint_objects(self) -> None:
+        """Both listeners may be IStreamServerEndpoints; they listen once started, and the ports reach the database."""
+        from tests.endpoint_fakes import RecordingEndpoint
+
+        tcp, http = RecordingEndpoint(4160), RecordingEndpoint(4161)
+        reactor = MemoryReactorClock()
+        service = NSQLookupdService(parse_nsqlookupd_args([]), reactor, tcp_endpoint=tcp, http_endpoint=http)
+        self.assertEqual((tcp.factories, http.factories, reactor.tcpServers), ([], [], []))
+        service.startService()
+        self.addCleanup(service.stopService)
+        self.assertEqual(tcp.factories, [service.tcp_factory])
+        self.assertEqual(service.bound_ports(), {"TCP": 4160, "HTTP": 4161})
+        self.assertEqual((service.lookupd.tcp_port, service.lookupd.http_port), (4160, 4161))
+
+    def test_from_options(self) -> None:
+        """fromOptions builds the same service from the options; endpoint strings override them."""
+        service = NSQLookupdService.fromOptions(
+            parse_nsqlookupd_args(["--tcp-address=127.0.0.1:0"]), Clock(), http_endpoint="unix:/tmp/l.sock"
+        )
+        self.assertIsInstance(service, NSQLookupdService)
+        self.assertEqual(service.tcp_listener.description, "tcp:0:interface=127.0.0.1")
+        self.assertEqual(service.http_listener.description, "unix:/tmp/l.sock")

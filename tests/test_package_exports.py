@@ -17,7 +17,8 @@ class ExportTests(SynchronousTestCase):
     def test_nsqd(self) -> None:
         """txnsq.nsqd exports NSQDService, NSQDOptions and parse_nsqd_args."""
         import txnsq.nsqd
-        from txnsq.nsqd.options import NSQDOptions, parse_nsqd_args
+        from txnsq.nsqd.flags import parse_nsqd_args
+        from txnsq.nsqd.options import NSQDOptions
         from txnsq.nsqd.service import NSQDService
 
         self.assertIs(txnsq.nsqd.NSQDService, NSQDService)

@@ -13,40 +13,41 @@ from typing import List, Sequence
 
 from twisted.trial.unittest import SynchronousTestCase
 
-from txnsq.protocol import metaq
+from txnsq.protocol import metaq_parser
 from txnsq.protocol.metaq import (
     BAD_REQUEST,
     DEFAULT_OPAQUE,
-    FLAG_ATTRIBUTE,
-    HEADER_LENGTH,
     MOVED,
     NOT_FOUND,
     SUCCESS,
     AuthRequest,
     GetRequest,
     MetaqError,
-    MetaqRequestParser,
-    MetaqResponseParser,
     OffsetRequest,
     PutRequest,
     QuitRequest,
-    Record,
     ResultResponse,
     StatsRequest,
     ValueResponse,
     VersionRequest,
-    checksum,
     encode_bad_max_size,
     encode_moved,
     encode_offset_result,
     encode_position_not_found,
     encode_put_result,
-    encode_record,
     encode_result,
     encode_topic_not_found,
     encode_value,
     encode_value_header,
     encode_version_result,
+)
+from txnsq.protocol.metaq_parser import MetaqRequestParser, MetaqResponseParser
+from txnsq.protocol.metaq_record import (
+    FLAG_ATTRIBUTE,
+    HEADER_LENGTH,
+    Record,
+    checksum,
+    encode_record,
     iter_records,
     join_attribute,
     split_attribute,
@@ -649,8 +650,8 @@ class FastPathTests(SynchronousTestCase):
 
     def _parse(self, general: bool) -> List[object]:
         if general:
-            self.patch(metaq, "_PLAIN_PUT", lambda line: None)
-            self.patch(metaq, "_PLAIN_GET", lambda line: None)
+            self.patch(metaq_parser, "_PLAIN_PUT", lambda line: None)
+            self.patch(metaq_parser, "_PLAIN_GET", lambda line: None)
         out: List[object] = []
         rng = random.Random(5)
         for line in self.LINES:

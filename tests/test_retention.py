@@ -19,7 +19,8 @@ from twisted.trial.unittest import SynchronousTestCase
 from tests.core_fakes import START, FakeConsumer, decode, make_broker
 from tests.test_http import HTTPTestCase
 from txnsq.nsqd.broker import Broker
-from txnsq.nsqd.metadata import MetadataStore, decode_metadata, encode_metadata
+from txnsq.nsqd.metadata import MetadataStore
+from txnsq.nsqd.metadata_format import decode_metadata, encode_metadata
 from txnsq.nsqd.retention import (
     REWIND_READ,
     NoSuchPartition,
@@ -32,7 +33,7 @@ from txnsq.nsqd.retention import (
     retention_directory,
 )
 from txnsq.nsqd.topic import PublishError
-from txnsq.storage.log import TopicLog
+from txnsq.storage.topic_log import TopicLog
 from txnsq.storage.log_format import iter_records, nsq_message_id, with_attribute
 from txnsq.storage.memory import MemoryStorage
 
@@ -476,7 +477,7 @@ class PersistenceTests(RetainedTestCase):
 
     def test_encoded_as_extra_key(self) -> None:
         """A retained topic's entry gets a "retention" key that the Go field decoder ignores."""
-        from txnsq.nsqd.metadata import TopicMetadata
+        from txnsq.nsqd.metadata_format import TopicMetadata
 
         data = encode_metadata(
             [TopicMetadata("t", retention={"bytes": 5, "age_ms": 0, "partitions": 2}), TopicMetadata("u")],

@@ -11,7 +11,6 @@ recordings' ``<unix_s>`` plausibility checks hold.
 
 from __future__ import annotations
 
-import gc
 import json
 import os
 import re
@@ -38,15 +37,13 @@ from txnsq.nsqd.broker import Broker
 from txnsq.nsqd.options import NSQDOptions
 from txnsq.nsqd.stats import (
     ClientStats,
-    MemStats,
     NSQDStats,
     client_stats,
     collect,
-    memory_stats,
     parse_bool_param,
     to_json,
-    to_text,
 )
+from txnsq.nsqd.stats_text import to_text
 from txnsq.nsqd.tcp import NSQDFactory, NSQDProtocol
 from txnsq.storage.disk import DiskStorage
 from txnsq.storage.memory import MemoryStorage
@@ -506,41 +503,6 @@ class CollectTests(StatsTestCase):
         self.assertEqual(topic._queue.backend_depth(), 3)
         [stats] = collect(broker, [], self.start_time, include_mem=False).topics or []
         self.assertEqual((stats.depth, stats.backend_depth), (5, 3))
-
-
-class MemoryTests(SynchronousTestCase):
-    """The memory block."""
-
-    def test_all_ints(self) -> None:
-        """Every field is a non-negative int, under Go's names in Go's order."""
-        document = MemStats.to_json(memory_stats())
-        self.assertEqual(
-            list(document),
-            [
-                "heap_objects",
-                "heap_idle_bytes",
-                "heap_in_use_bytes",
-                "heap_released_bytes",
-                "gc_pause_usec_100",
-                "gc_pause_usec_99",
-                "gc_pause_usec_95",
-                "next_gc_bytes",
-                "gc_total_runs",
-            ],
-        )
-        for name, value in document.items():
-            self.assertIsInstance(value, int, name)
-            self.assertGreaterEqual(value, 0, name)
-
-    def test_gc_counted(self) -> None:
-        """Collections are counted and timed once watched."""
-        before = memory_stats()
-        gc.collect()
-        # PyPy reports a collection to its hook at the next one.
-        gc.collect()
-        after = memory_stats()
-        self.assertGreater(after.gc_total_runs, before.gc_total_runs)
-        self.assertGreaterEqual(after.gc_pause_usec_100, after.gc_pause_usec_95)
 
 
 class BoolParamTests(SynchronousTestCase):

@@ -17,7 +17,8 @@ from zope.interface.verify import verifyObject
 
 from tests.test_storage import BackendQueueConformance, message
 from txnsq.files import write_file_atomically
-from txnsq.storage.disk import Committer, DiskQueue, DiskStorage
+from txnsq.storage.committer import Committer
+from txnsq.storage.disk import DiskQueue, DiskStorage
 from txnsq.storage.diskqueue_format import (
     CopyRun,
     DeferredState,

@@ -20,12 +20,8 @@ from twisted.trial.unittest import SynchronousTestCase
 from txnsq.storage import log as log_module
 from txnsq.storage.diskqueue_format import DiskFormatError
 from txnsq.files import write_file_atomically
-from txnsq.storage.log import (
-    OffsetOutOfRange,
-    PartitionLog,
-    RecordTooLarge,
-    TopicLog,
-)
+from txnsq.storage.log import OffsetOutOfRange, PartitionLog, RecordTooLarge
+from txnsq.storage.topic_log import TopicLog
 from txnsq.storage.log_format import (
     ATTRIBUTE_FLAG,
     INDEX_ENTRY,

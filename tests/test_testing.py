@@ -97,6 +97,15 @@ class ProducerTests(MemoryNSQDTestCase):
         failure = self.failureResultOf(published, NSQConnectionError)
         self.assertIn("connection refused", str(failure.value))
 
+    def test_accept_after_refuse(self) -> None:
+        """accept() undoes refuse(): the next publish connects, and the server side is the factory's client."""
+        self.nsqd.refuse(ADDRESS)
+        self.nsqd.accept(ADDRESS)
+        published = self.producer().publish("events", b"x")
+        self.nsqd.flush()
+        self.successResultOf(published)
+        self.assertEqual(len(self.nsqd.factory.clients), 1)
+
     def test_snappy(self) -> None:
         """Compression negotiated in IDENTIFY works through the in-memory pipes."""
         producer = self.producer(config=ConnectionConfig(snappy=True))

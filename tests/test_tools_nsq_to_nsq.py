@@ -19,11 +19,8 @@ from txnsq.client.message import Message
 from txnsq.tools.common import ToolExit
 from txnsq.tools.config_opts import ClientOptions
 from txnsq.tools.hostpool import EpsilonGreedyHostPool, HostPool
+from txnsq.tools.json_filter import BACKOFF, PUBLISH, SKIP, JSONFilter
 from txnsq.tools.nsq_to_nsq import (
-    BACKOFF,
-    PUBLISH,
-    SKIP,
-    JSONFilter,
     Republisher,
     RoundRobin,
     main,

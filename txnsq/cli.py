@@ -58,6 +58,7 @@ from txnsq.protocol.go_values import (
     parse_go_float,
     parse_go_int,
 )
+from txnsq.logging import LOG_LEVEL_LABELS, parse_log_level_flag
 from txnsq.version import version_string
 
 __all__ = [
@@ -81,6 +82,7 @@ __all__ = [
     "format_duration_ns",
     "format_go_float",
     "format_usage",
+    "log_flags",
     "parse_duration",
     "parse_duration_ns",
     "parse_flags",
@@ -466,6 +468,33 @@ def _unquote_usage(flag: Flag) -> "tuple[str, str]":
             name = text[start + 1 : end]
             return name, text[:start] + name + text[end + 1 :]
     return _TYPE_NAMES[flag.kind], text
+
+
+def log_flags(level: str, prefix: str) -> List[Flag]:
+    """
+    The logging flags every Go NSQ daemon declares, in Go's order:
+    ``--log-level`` (default ``level``), ``--log-prefix`` (default
+    ``prefix``) and the deprecated, ignored ``--verbose``.
+    """
+    return [
+        Flag(
+            "log-level",
+            VALUE,
+            level,
+            "set log verbosity: debug, info, warn, error, or fatal",
+            parse=parse_log_level_flag,
+            # Go prints its LogLevel type: INFO, WARNING ...
+            default_text=LOG_LEVEL_LABELS.get(level.lower(), level),
+        ),
+        Flag("log-prefix", STRING, prefix, "log message prefix"),
+        Flag(
+            "verbose",
+            BOOL,
+            False,
+            "[deprecated] has no effect, use --log-level",
+            ignored=True,
+        ),
+    ]
 
 
 def run_or_exit(

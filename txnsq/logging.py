@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import IO, Any, Dict, List, Optional, Tuple
+from typing import IO, Any, Dict, Optional, Tuple
 
 from twisted.logger import (
     FilteringLogObserver,
@@ -25,7 +25,7 @@ from twisted.logger import (
 )
 from zope.interface import implementer
 
-from txnsq.cli import BOOL, STRING, VALUE, Flag, FlagValueError
+from txnsq.protocol.go_values import GoValueError
 
 _LEVEL_NAMES: Dict[str, LogLevel] = {
     "debug": LogLevel.debug,
@@ -63,41 +63,14 @@ def parse_log_level_flag(text: str) -> str:
     The ``--log-level`` flag's value as Go's ``lg.LogLevel.Set`` reads it:
     a level name in any case, kept lower-case.
 
-    :raises txnsq.cli.FlagValueError: for another name (Go's message).
+    :raises txnsq.protocol.go_values.GoValueError: for another name (Go's message).
     """
     level = text.lower()
     if level not in LOG_LEVELS:
-        raise FlagValueError(
+        raise GoValueError(
             "invalid log level '%s' (debug, info, warn, error, fatal)" % (text,)
         )
     return level
-
-
-def log_flags(level: str, prefix: str) -> List[Flag]:
-    """
-    The logging flags every Go NSQ daemon declares, in Go's order:
-    ``--log-level`` (default ``level``), ``--log-prefix`` (default
-    ``prefix``) and the deprecated, ignored ``--verbose``.
-    """
-    return [
-        Flag(
-            "log-level",
-            VALUE,
-            level,
-            "set log verbosity: debug, info, warn, error, or fatal",
-            parse=parse_log_level_flag,
-            # Go prints its LogLevel type: INFO, WARNING ...
-            default_text=LOG_LEVEL_LABELS.get(level.lower(), level),
-        ),
-        Flag("log-prefix", STRING, prefix, "log message prefix"),
-        Flag(
-            "verbose",
-            BOOL,
-            False,
-            "[deprecated] has no effect, use --log-level",
-            ignored=True,
-        ),
-    ]
 
 
 def parse_log_level(name: str) -> LogLevel:

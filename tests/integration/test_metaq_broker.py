@@ -15,7 +15,7 @@ from twisted.trial.unittest import TestCase
 
 from tests.test_nsqd_service import FrameCollector
 from txnsq.client.metaq import MetaqEndOfPartition, MetaqResultError, connect_metaq
-from txnsq.nsqd.options import parse_nsqd_args
+from txnsq.nsqd.flags import parse_nsqd_args
 from txnsq.nsqd.service import NSQDService
 from txnsq.protocol.message import decode_message
 

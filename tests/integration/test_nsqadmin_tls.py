@@ -58,7 +58,7 @@ class NSQAdminTLSTests(TestCase):
             ]
         )
         options.validate()
-        admin = NSQAdminService(options, reactor)
+        admin = NSQAdminService.fromOptions(options, reactor)
         admin.startService()
         self.addCleanup(admin.stopService)
         yield admin.whenListening()

@@ -22,7 +22,7 @@ from tests.integration.nsq_client import NSQClient, connect, receive_exactly
 from tests.integration.nsqd_process import ExitStatus, NSQDProcess
 from tests.integration.test_http_process import http_client
 from tests.integration.test_nsqd_process import LOOPBACK
-from txnsq.storage.log import TopicLog
+from txnsq.storage.topic_log import TopicLog
 from txnsq.storage.log_format import iter_records
 
 WAIT = 60.0

@@ -42,14 +42,12 @@ from txnsq.addresses import client_endpoint, split_host_port
 from txnsq.nsqd.guid import SEQUENCE_BITS, NODE_ID_BITS, TWEPOCH
 from txnsq.protocol.metaq import (
     DEFAULT_OPAQUE,
-    FLAG_ATTRIBUTE,
     MOVED,
     NOT_FOUND,
     SUCCESS,
     AuthRequest,
     GetRequest,
     MetaqError,
-    MetaqResponseParser,
     OffsetRequest,
     PutRequest,
     QuitRequest,
@@ -57,6 +55,10 @@ from txnsq.protocol.metaq import (
     StatsRequest,
     ValueResponse,
     VersionRequest,
+)
+from txnsq.protocol.metaq_parser import MetaqResponseParser
+from txnsq.protocol.metaq_record import (
+    FLAG_ATTRIBUTE,
     HEADER_LENGTH,
     checksum,
     join_attribute,

@@ -167,7 +167,7 @@ class ClusterService(MultiService):
         self.bridge.exclude = self.mirror.mirrored
         self.listener: Optional[ListeningService] = None
         if options.cluster_address:
-            from txnsq.nsqd.options import listen_endpoint_description
+            from txnsq.listen_address import listen_endpoint_description
 
             factory: Any = RouteServerFactory(self.node)
             if tls_server is not None:

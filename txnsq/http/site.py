@@ -72,5 +72,9 @@ class GoSite(Site):
     protocol = GoHTTPChannel  # type: ignore[assignment]
     noisy = False
 
+    def __init__(self, resource: Any, *args: Any, **kwargs: Any) -> None:
+        """Serve ``resource`` (an ``IResource``); the rest as :class:`Site` takes it."""
+        Site.__init__(self, resource, *args, **kwargs)
+
     def log(self, request: Any) -> None:
         """Go logs API requests itself (``http_api.Log``); no access log."""

@@ -8,7 +8,7 @@ implementations of it.
   a put through MetaQ is a publish to the topic, so its channels get the
   message as well, and an NSQ publish to a retained topic is readable
   with ``get``.  The listener keeps no topics of its own.
-- :class:`LogMetaqBackend` serves a set of :class:`~txnsq.storage.log.TopicLog`
+- :class:`LogMetaqBackend` serves a set of :class:`~txnsq.storage.topic_log.TopicLog`
   objects it owns (tests, benchmarks, a log directory served without a
   broker).
 
@@ -28,7 +28,8 @@ from zope.interface import Attribute, Interface, implementer
 from txnsq.nsqd.topic import PublishError
 from txnsq.protocol.metaq import BAD_REQUEST, FORBIDDEN, INTERNAL_SERVER_ERROR, NOT_FOUND
 from txnsq.protocol.names import is_valid_topic_name
-from txnsq.storage.log import PartitionLog, PartitionStats, TopicLog
+from txnsq.storage.log import PartitionLog, PartitionStats
+from txnsq.storage.topic_log import TopicLog
 
 __all__ = [
     "SEQUENCE_PREFIX",

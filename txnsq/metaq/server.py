@@ -41,14 +41,12 @@ from txnsq.protocol.metaq import (
     BAD_REQUEST,
     DEFAULT_OPAQUE,
     FORBIDDEN,
-    HEADER_LENGTH,
     INTERNAL_SERVER_ERROR,
     NOT_FOUND,
     UNAUTHORIZED,
     AuthRequest,
     GetRequest,
     MetaqError,
-    MetaqRequestParser,
     OffsetRequest,
     PutRequest,
     QuitRequest,
@@ -62,6 +60,8 @@ from txnsq.protocol.metaq import (
     encode_value_header,
     encode_version_result,
 )
+from txnsq.protocol.metaq_parser import MetaqRequestParser
+from txnsq.protocol.metaq_record import HEADER_LENGTH
 from txnsq.storage.log import OffsetOutOfRange, RecordTooLarge
 
 __all__ = ["MetaqFactory", "MetaqServerProtocol", "stats_text"]

@@ -16,8 +16,9 @@ nsqadmin: the cluster web UI and its JSON API, on Klein.
 - :mod:`txnsq.nsqadmin.base`: the route table and asynchronous dispatch
   the API and the pages share
 - :mod:`txnsq.nsqadmin.api`: ``/api/*`` as Go nsqadmin's
-- :mod:`txnsq.nsqadmin.markup`, :mod:`txnsq.nsqadmin.views` and
-  :mod:`txnsq.nsqadmin.pages`: the HTML pages and their routes
+- :mod:`txnsq.nsqadmin.markup`, :mod:`txnsq.nsqadmin.view_parts`,
+  :mod:`txnsq.nsqadmin.views` and :mod:`txnsq.nsqadmin.pages`: the HTML
+  pages and their routes
 - :mod:`txnsq.nsqadmin.app`: the Klein app joining the API and the pages
 - :mod:`txnsq.nsqadmin.service`: ``NSQAdminService`` and the ``nsqadmin`` script
 - :mod:`txnsq.nsqadmin.tap`: ``twistd nsqadmin``

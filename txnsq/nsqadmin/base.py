@@ -33,7 +33,8 @@ from txnsq.nsqadmin.history import History
 from txnsq.nsqadmin.notify import Notifier
 from txnsq.nsqadmin.options import NSQAdminOptions, normalize_base_path
 from txnsq.nsqadmin.stats import topic_totals
-from txnsq.nsqadmin.views import error_page, total_depth
+from txnsq.nsqadmin.view_parts import error_page
+from txnsq.nsqadmin.views import total_depth
 from txnsq.protocol.http_params import APIError
 
 __all__ = ["ADMIN_APP", "ADMIN_ROUTES", "AdminBase", "PageError", "warning"]

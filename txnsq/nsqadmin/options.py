@@ -23,8 +23,9 @@ from typing import List, Optional, Sequence
 
 from txnsq import cli
 from txnsq.cli import BOOL, DURATION, STRING, STRING_LIST, Flag
-from txnsq.logging import log_flags, parse_log_level_flag
-from txnsq.nsqd.options import check_listen_address
+from txnsq.cli import log_flags
+from txnsq.logging import parse_log_level_flag
+from txnsq.listen_address import check_listen_address
 
 __all__ = [
     "NSQAdminOptions",

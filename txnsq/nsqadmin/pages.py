@@ -22,6 +22,7 @@ from txnsq.nsqadmin.base import ADMIN_APP, ADMIN_ROUTES, AdminBase, PageError
 from txnsq.nsqadmin.clusterinfo import ClusterUnavailable, Gathered, http_address
 from txnsq.nsqadmin.stats import channel_total, topic_total, topic_totals
 from txnsq.nsqadmin import views
+from txnsq.nsqadmin.view_parts import Page
 from txnsq.protocol.names import is_valid_channel_name, is_valid_topic_name
 
 __all__ = ["ASSETS", "PageHandlers"]
@@ -51,8 +52,8 @@ _ASSET_CACHE: Dict[str, bytes] = _load_assets()
 class PageHandlers(AdminBase):
     """The HTML pages."""
 
-    def _page(self, request: IRequest) -> views.Page:
-        return views.Page(
+    def _page(self, request: IRequest) -> Page:
+        return Page(
             self.is_admin(request),
             self.history,
             self.clock.seconds(),

@@ -41,7 +41,7 @@ class Options(GoFlagsOptions[NSQAdminOptions]):
         """An :class:`~txnsq.nsqadmin.service.NSQAdminService` on the global reactor."""
         from txnsq.nsqadmin.service import NSQAdminService
 
-        return NSQAdminService(settings)
+        return NSQAdminService.fromOptions(settings)
 
 
 def makeService(options: Options) -> "NSQAdminService":

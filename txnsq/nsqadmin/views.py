@@ -1,317 +1,51 @@
 # -*- test-case-name: tests.test_nsqadmin_pages -*-
 """
 nsqadmin's HTML pages, rendered on the server from the same data the JSON
-API answers with, so that they read without JavaScript.  The little
-script (``static/nsqadmin.js``) refreshes ``#content`` in place, asks for
-confirmation and sends the actions; charts are inline SVG drawn here from
-the sampled :class:`~txnsq.nsqadmin.history.History`.
+API answers with, so that they read without JavaScript: the topics, a
+topic, a channel, the nodes, a node, the counter and the lookup page.  The
+little script (``static/nsqadmin.js``) refreshes ``#content`` in place,
+asks for confirmation and sends the actions.  What the pages are built of
+(layout, tables, charts, buttons) is in :mod:`txnsq.nsqadmin.view_parts`.
 
 Every value goes through :func:`~txnsq.nsqadmin.markup.el`, which escapes it.
 """
 
 from __future__ import annotations
 
-import json
 import time
-from typing import Any, Dict, List, Optional, Sequence
-from urllib.parse import quote
+from typing import Any, Dict, List, Sequence
 
-from txnsq import __version__
 from txnsq.nsqadmin.clusterinfo import NodeError, http_address
 from txnsq.nsqadmin.markup import Safe, el, join
 from txnsq.nsqadmin.stats import CHANNEL_COUNTS
+from txnsq.nsqadmin.view_parts import (
+    Page,
+    action_buttons,
+    button,
+    charts,
+    error_rows,
+    layout,
+    mirror_badge,
+    num_cells,
+    num_text,
+    paused_badge,
+    rate_text,
+    sparkline,
+    table,
+    table_or,
+    warnings,
+)
 
 __all__ = [
-    "Page",
     "channel_page",
-    "error_page",
-    "layout",
+    "counter_page",
     "lookup_page",
     "node_page",
     "nodes_page",
-    "sparkline",
     "topic_page",
     "topics_page",
+    "total_depth",
 ]
-
-#: Live refresh period of the pages, in milliseconds.
-REFRESH_MS = 2000
-
-
-class Page:
-    """What every page needs besides its data: who looks, and the charts' history."""
-
-    def __init__(
-        self, admin: bool, history: Any, now: float, lookupd_mode: bool, base: str = ""
-    ) -> None:
-        self.admin = admin
-        self.history = history
-        self.now = now
-        self.lookupd_mode = lookupd_mode
-        #: ``--base-path`` ('' at the root): every URL of the page starts with it.
-        self.base = base
-
-    def path(self, *parts: str) -> str:
-        """The URL of ``/part/part...`` (each escaped) under the base path."""
-        return self.base + _path(*parts)
-
-
-def _path(*parts: str) -> str:
-    return "/" + "/".join(quote(p, safe="") for p in parts)
-
-
-def _num(value: Any) -> str:
-    if isinstance(value, float):
-        return "%.2f" % (value,)
-    if isinstance(value, int):
-        return "{:,}".format(value)
-    return str(value)
-
-
-def _rate(value: Optional[float]) -> str:
-    return "–" if value is None else "%.1f/s" % (value,)
-
-
-def layout(
-    title: str, body: Any, crumbs: Sequence[Any] = (), refresh: bool = True, base: str = ""
-) -> str:
-    """A whole page: navigation, ``#content`` and the script; every URL under ``base``."""
-    nav = el(
-        "nav",
-        {"class_": "top"},
-        el("a", {"href": base + "/", "class_": "brand"}, "nsqadmin"),
-        el("a", {"href": base + "/topics"}, "Topics"),
-        el("a", {"href": base + "/nodes"}, "Nodes"),
-        el("a", {"href": base + "/counter"}, "Counter"),
-        el("a", {"href": base + "/lookup"}, "Lookup"),
-    )
-    trail = None
-    if crumbs:
-        pieces: List[Any] = []
-        for crumb in crumbs:
-            if pieces:
-                pieces.append(" / ")
-            pieces.append(crumb)
-        trail = el("div", {"class_": "crumbs"}, pieces)
-    page = "<!DOCTYPE html>\n" + el(
-        "html",
-        {"lang": "en"},
-        el(
-            "head",
-            None,
-            el("meta", {"charset": "utf-8"}),
-            el("meta", {"name": "viewport", "content": "width=device-width, initial-scale=1"}),
-            el("title", None, title + " · nsqadmin"),
-            el("link", {"rel": "stylesheet", "href": base + "/static/nsqadmin.css"}),
-            el("script", {"src": base + "/static/nsqadmin.js", "defer": True}),
-        ),
-        el(
-            "body",
-            {"data_refresh": REFRESH_MS if refresh else None},
-            nav,
-            el(
-                "main",
-                {"id": "content"},
-                trail,
-                body,
-            ),
-            el("div", {"id": "flash", "role": "status"}),
-            el("footer", None, "txnsq nsqadmin ", __version__),
-        ),
-    )
-    return page
-
-
-def warnings(errors: Sequence[NodeError]) -> Optional[Safe]:
-    """A box listing each node that failed and why."""
-    if not errors:
-        return None
-    return el(
-        "div",
-        {"class_": "warning"},
-        el("strong", None, "Some nodes did not answer:"),
-        el("ul", None, [el("li", None, el("code", None, e.node), " ", e.text) for e in errors]),
-    )
-
-
-def sparkline(values: Sequence[float], label: str, width: int = 120, height: int = 28) -> Safe:
-    """
-    A small SVG line of ``values`` (oldest first), titled ``label``, scaled
-    from 0 to the largest value, over a faint baseline.
-    """
-    if not values:
-        return el("span", {"class_": "chart-empty", "title": label}, "collecting samples…")
-    if len(values) == 1:
-        values = [values[0], values[0]]
-    top = max(values) or 1.0
-    step = width / (len(values) - 1)
-    points = " ".join(
-        "%.1f,%.1f" % (i * step, height - 2 - (v / top) * (height - 4))
-        for i, v in enumerate(values)
-    )
-    return el(
-        "svg",
-        {
-            "class_": "chart",
-            "width": width,
-            "height": height,
-            "viewBox": "0 0 %d %d" % (width, height),
-            "role": "img",
-            "aria-label": label,
-        },
-        el("title", None, "%s (max %s)" % (label, _num(max(values)))),
-        el(
-            "polyline",
-            {"class_": "baseline", "points": "0,%d %d,%d" % (height - 1, width, height - 1)},
-        ),
-        el("polyline", {"class_": "line", "points": points, "fill": "none"}),
-    )
-
-
-def charts(history: Any, key: str) -> Safe:
-    """Depth and message rate of ``key`` over the sampled minutes."""
-    samples = history.samples(key)
-    depths = [float(s.depth) for s in samples]
-    rates = history.rates(key)
-    depth_now = "" if not samples else ", now %s (max %s)" % (
-        _num(samples[-1].depth),
-        _num(max(s.depth for s in samples)),
-    )
-    rate_max = "" if not rates else " (max %.1f/s)" % (max(rates),)
-    return el(
-        "div",
-        {"class_": "charts"},
-        el(
-            "figure",
-            None,
-            sparkline(depths, "depth", 320, 60),
-            el("figcaption", None, "depth, last minutes", depth_now),
-        ),
-        el(
-            "figure",
-            None,
-            sparkline(rates, "messages/s", 320, 60),
-            el("figcaption", None, "message rate, now ", _rate(history.rate(key)), rate_max),
-        ),
-    )
-
-
-def button(label: str, method: str, url: str, body: Optional[Dict[str, Any]], confirm: str) -> Safe:
-    """An action button; the script confirms, sends it and refreshes."""
-    return el(
-        "button",
-        {
-            "type": "button",
-            "class_": "action",
-            "data_method": method,
-            "data_url": url,
-            "data_body": json.dumps(body) if body is not None else None,
-            "data_confirm": confirm,
-        },
-        label,
-    )
-
-
-def _table(headers: Sequence[str], rows: List[Any], cls: str = "") -> Safe:
-    return el(
-        "table",
-        {"class_": cls or None},
-        el("thead", None, el("tr", None, [el("th", None, h) for h in headers])),
-        el("tbody", None, rows),
-    )
-
-
-def _table_or(headers: Sequence[str], rows: List[Any], cls: str, empty: str) -> Safe:
-    """The table of ``rows``, or the muted sentence ``empty`` when there are none."""
-    return _table(headers, rows, cls) if rows else el("p", {"class_": "muted"}, empty)
-
-
-def _num_cells(record: Dict[str, Any], keys: Sequence[str], default: Any = None) -> List[Safe]:
-    """
-    A right-aligned cell for each of ``keys`` of ``record``; when a
-    ``default`` is given, it stands for a missing key.
-    """
-    if default is None:
-        return [el("td", {"class_": "num"}, _num(record[key])) for key in keys]
-    return [el("td", {"class_": "num"}, _num(record.get(key, default))) for key in keys]
-
-
-#: Unacked bytes to a mirrored topic's peers past which the topic page warns.
-MIRROR_LAG_WARNING = 1 << 20
-
-
-def _mirror_badge(mirror: Any) -> Optional[Safe]:
-    """
-    A mirrored topic's role on one nsqd (txnsq's ``mirror`` field of its
-    topic stats): primary, standby (with the copies it holds), active
-    after a takeover; a warning when its peers lag.
-    """
-    if not isinstance(mirror, dict):
-        return None
-    role = str(mirror.get("role", ""))
-    text = "mirror: " + role
-    if role == "standby":
-        text += " (%s copies)" % (_int_text(mirror.get("standby_messages")),)
-    if not mirror.get("peers"):
-        text += ", no peer"
-    badges = [el("span", {"class_": "badge mirror-role"}, text)]
-    lag = mirror.get("lag_bytes")
-    if isinstance(lag, int) and lag > MIRROR_LAG_WARNING:
-        badges.append(
-            el("span", {"class_": "badge warning mirror-lag"}, "standby lags %s bytes" % (lag,))
-        )
-    return join(*badges)
-
-
-def _int_text(value: Any) -> str:
-    return str(value) if isinstance(value, int) else "?"
-
-
-def _paused_badge(paused: Any) -> Optional[Safe]:
-    return el("span", {"class_": "badge"}, "paused") if paused else None
-
-
-def _error_rows(errors: Sequence[NodeError], colspan: int) -> List[Safe]:
-    """A row for each node that failed, its reason spanning ``colspan`` cells."""
-    return [
-        el(
-            "tr",
-            {"class_": "error", "data_node": error.node},
-            el("td", None, error.node),
-            el("td", {"colspan": colspan}, error.text),
-        )
-        for error in errors
-    ]
-
-
-def _actions(
-    page: Page, api: str, kind: str, name: str, paused: Any, delete: str
-) -> Optional[Safe]:
-    """
-    An admin's Pause (or Unpause), Empty and Delete buttons for the topic or
-    channel ``name`` (``kind``) at ``api``; ``delete`` asks to confirm.
-    """
-    if not page.admin:
-        return None
-    return el(
-        "div",
-        {"class_": "actions"},
-        button(
-            "Unpause" if paused else "Pause",
-            "POST",
-            api,
-            {"action": "unpause" if paused else "pause"},
-            "%s %s %s?" % ("Unpause" if paused else "Pause", kind, name),
-        ),
-        button(
-            "Empty",
-            "POST",
-            api,
-            {"action": "empty"},
-            "Empty %s %s (its queued messages are lost)?" % (kind, name),
-        ),
-        button("Delete", "DELETE", api, None, delete),
-    )
 
 
 #: The counts of a queue (a topic's, a channel's) after its depth and rate,
@@ -343,9 +77,9 @@ _QUEUE_COLUMNS = (
 def _queue_cells(page: Page, key: str, depth: int, record: Dict[str, Any]) -> List[Safe]:
     """Depth, rate (of history ``key``), the counts, messages and clients of a queue."""
     return [
-        el("td", {"class_": "num depth"}, _num(depth)),
-        el("td", {"class_": "num rate"}, _rate(page.history.rate(key))),
-        *_num_cells(record, _QUEUE_COUNTS),
+        el("td", {"class_": "num depth"}, num_text(depth)),
+        el("td", {"class_": "num rate"}, rate_text(page.history.rate(key))),
+        *num_cells(record, _QUEUE_COUNTS),
     ]
 
 
@@ -394,7 +128,7 @@ def topics_page(
             el(
                 "tr",
                 {"data_topic": name},
-                el("td", None, link, _paused_badge(total["paused"])),
+                el("td", None, link, paused_badge(total["paused"])),
                 *_queue_cells(page, name, total_depth(total), counts),
                 el(
                     "td",
@@ -409,7 +143,7 @@ def topics_page(
     body = join(
         el("h1", None, "Topics"),
         warnings(errors),
-        _table_or(headers, rows, "topics", "No topics yet."),
+        table_or(headers, rows, "topics", "No topics yet."),
     )
     return layout("Topics", body, base=page.base)
 
@@ -434,20 +168,20 @@ def _retention(page: Page, api: str, total: Dict[str, Any]) -> Any:
                     "tr",
                     {"data_node": node["node"]},
                     el("td", None, _node_cell(page, node["node"])),
-                    el("td", {"class_": "num"}, _num(retention.get("bytes_limit", 0))),
-                    el("td", {"class_": "num"}, _num(retention.get("age_ms", 0) // 1000)),
-                    el("td", {"class_": "num"}, _num(part["partition"])),
-                    el("td", {"class_": "num"}, _num(part["first_offset"])),
-                    el("td", {"class_": "num"}, _num(part["next_offset"])),
-                    el("td", {"class_": "num log-bytes"}, _num(part["bytes"])),
-                    el("td", {"class_": "num"}, _num(part["segments"])),
+                    el("td", {"class_": "num"}, num_text(retention.get("bytes_limit", 0))),
+                    el("td", {"class_": "num"}, num_text(retention.get("age_ms", 0) // 1000)),
+                    el("td", {"class_": "num"}, num_text(part["partition"])),
+                    el("td", {"class_": "num"}, num_text(part["first_offset"])),
+                    el("td", {"class_": "num"}, num_text(part["next_offset"])),
+                    el("td", {"class_": "num log-bytes"}, num_text(part["bytes"])),
+                    el("td", {"class_": "num"}, num_text(part["segments"])),
                 )
             )
     if not rows:
         return None
     parts = [
         el("h2", None, "Retention"),
-        _table(
+        table(
             ["nsqd", "Limit (bytes)", "Age (s)", "Partition", "First offset", "Next offset", "Log bytes", "Segments"],
             rows,
             "retention",
@@ -475,7 +209,7 @@ def topic_page(page: Page, topic: str, total: Dict[str, Any], errors: Sequence[N
     """One topic: actions, charts, a row per nsqd, a row per channel."""
     api = page.path("api", "topics", topic)
     delete = "Delete topic %s and all its channels?" % topic
-    actions = _actions(page, api, "topic", topic, total["paused"], delete)
+    actions = action_buttons(page, api, "topic", topic, total["paused"], delete)
     node_rows = []
     for node in total["nodes"]:
         tombstone = None
@@ -498,13 +232,13 @@ def topic_page(page: Page, topic: str, total: Dict[str, Any], errors: Sequence[N
                     " ",
                     el("span", {"class_": "muted"}, node["hostname"]),
                 ),
-                el("td", {"class_": "num depth"}, _num(node["depth"])),
-                *_num_cells(node, ("memory_depth", "backend_depth", "message_count")),
-                el("td", None, "paused" if node["paused"] else "", _mirror_badge(node.get("mirror"))),
+                el("td", {"class_": "num depth"}, num_text(node["depth"])),
+                *num_cells(node, ("memory_depth", "backend_depth", "message_count")),
+                el("td", None, "paused" if node["paused"] else "", mirror_badge(node.get("mirror"))),
                 el("td", None, tombstone),
             )
         )
-    node_rows.extend(_error_rows(errors, 6))
+    node_rows.extend(error_rows(errors, 6))
     channel_rows = []
     for channel in total["channels"]:
         name = channel["channel_name"]
@@ -517,7 +251,7 @@ def topic_page(page: Page, topic: str, total: Dict[str, Any], errors: Sequence[N
                     "td",
                     None,
                     el("a", {"href": page.path("topics", topic, name)}, name),
-                    _paused_badge(channel["paused"]),
+                    paused_badge(channel["paused"]),
                 ),
                 *_queue_cells(page, key, channel["depth"], channel),
             )
@@ -528,15 +262,15 @@ def topic_page(page: Page, topic: str, total: Dict[str, Any], errors: Sequence[N
             None,
             "Topic ",
             el("span", {"class_": "name"}, topic),
-            _paused_badge(total["paused"]),
+            paused_badge(total["paused"]),
         ),
         warnings(errors),
         actions,
         charts(page.history, topic),
         el("h2", None, "Nodes"),
-        _table(["nsqd", "Depth", "Memory", "Backend", "Messages", "", ""], node_rows, "nodes"),
+        table(["nsqd", "Depth", "Memory", "Backend", "Messages", "", ""], node_rows, "nodes"),
         el("h2", None, "Channels"),
-        _table_or(["Channel", *_QUEUE_COLUMNS], channel_rows, "channels", "No channels."),
+        table_or(["Channel", *_QUEUE_COLUMNS], channel_rows, "channels", "No channels."),
         _retention(page, api, total),
     )
     crumbs = [el("a", {"href": page.path("topics")}, "Topics"), topic]
@@ -574,19 +308,19 @@ def channel_page(
     """One channel: actions, charts, a row per nsqd and every client."""
     api = page.path("api", "topics", topic, channel)
     delete = "Delete channel %s?" % channel
-    actions = _actions(page, api, "channel", channel, total["paused"], delete)
+    actions = action_buttons(page, api, "channel", channel, total["paused"], delete)
     node_rows = [
         el(
             "tr",
             {"data_node": node["node"]},
             el("td", None, _node_cell(page, node["node"])),
-            el("td", {"class_": "num depth"}, _num(node["depth"])),
-            *_num_cells(node, _QUEUE_COUNTS),
+            el("td", {"class_": "num depth"}, num_text(node["depth"])),
+            *num_cells(node, _QUEUE_COUNTS),
             el("td", {"class_": "paused-state"}, "paused" if node["paused"] else ""),
         )
         for node in total["nodes"]
     ]
-    node_rows.extend(_error_rows(errors, 8))
+    node_rows.extend(error_rows(errors, 8))
     client_rows = [
         el(
             "tr",
@@ -605,7 +339,7 @@ def channel_page(
             ),
             el("td", None, _attributes(c)),
             el("td", None, _node_cell(page, str(c.get("node", "")))),
-            *_num_cells(c, _CLIENT_COUNTS, 0),
+            *num_cells(c, _CLIENT_COUNTS, 0),
             el("td", None, _since(c.get("connect_ts"), page.now)),
         )
         for c in total["clients"]
@@ -628,9 +362,9 @@ def channel_page(
         actions,
         charts(page.history, "%s/%s" % (topic, channel)),
         el("h2", None, "Nodes"),
-        _table(["nsqd", "Depth", *_QUEUE_COLUMNS[2:], ""], node_rows, "nodes"),
+        table(["nsqd", "Depth", *_QUEUE_COLUMNS[2:], ""], node_rows, "nodes"),
         el("h2", None, "Clients"),
-        _table_or(
+        table_or(
             [
                 "Client ID",
                 "Host",
@@ -705,7 +439,7 @@ def nodes_page(page: Page, producers: Sequence[Dict[str, Any]], errors: Sequence
     body = join(
         el("h1", None, "Nodes"),
         warnings(errors),
-        _table_or(
+        table_or(
             ["Hostname", "HTTP address", "TCP port", "Version", "Lookupd connections", "Topics"],
             rows,
             "nodes",
@@ -735,7 +469,7 @@ def node_page(
                     ),
                 ),
                 el("td", None, ""),
-                *_num_cells(topic, ("depth", "message_count")),
+                *num_cells(topic, ("depth", "message_count")),
                 el("td", {"class_": "num"}, ""),
             )
         )
@@ -758,13 +492,13 @@ def node_page(
                             channel["channel_name"],
                         ),
                     ),
-                    *_num_cells(channel, ("depth", "message_count", "client_count")),
+                    *num_cells(channel, ("depth", "message_count", "client_count")),
                 )
             )
     body = join(
         el("h1", None, "Node ", el("span", {"class_": "name"}, node)),
         warnings(errors),
-        _table_or(["Topic", "Channel", "Depth", "Messages", "Clients"], rows, "node", "No topics."),
+        table_or(["Topic", "Channel", "Depth", "Messages", "Clients"], rows, "node", "No topics."),
     )
     crumbs = [el("a", {"href": page.path("nodes")}, "Nodes"), node]
     return layout("Node " + node, body, crumbs, base=page.base)
@@ -775,7 +509,7 @@ def counter_page(page: Page, total: int, errors: Sequence[NodeError]) -> str:
     body = join(
         el("h1", None, "Messages processed"),
         warnings(errors),
-        el("p", {"class_": "counter", "id": "counter"}, _num(total)),
+        el("p", {"class_": "counter", "id": "counter"}, num_text(total)),
     )
     return layout("Counter", body, base=page.base)
 
@@ -864,13 +598,3 @@ def lookup_page(page: Page, topics: Dict[str, List[str]], errors: Sequence[NodeE
         form,
     )
     return layout("Lookup", body, refresh=False, base=page.base)
-
-
-def error_page(code: int, title: str, detail: str = "", base: str = "") -> str:
-    """A page for a status other than 200 (404 for an unknown topic ...), under ``base``."""
-    body = join(
-        el("h1", {"class_": "error-title"}, "%d " % (code,), title),
-        el("p", {"class_": "detail"}, detail) if detail else None,
-        el("p", None, el("a", {"href": base + "/topics"}, "Back to the topics")),
-    )
-    return layout("%d %s" % (code, title), body, refresh=False, base=base)

@@ -20,7 +20,7 @@ __all__ = ["NSQDOptions", "NSQDService", "parse_nsqd_args"]
 _EXPORTS = {
     "NSQDOptions": "txnsq.nsqd.options",
     "NSQDService": "txnsq.nsqd.service",
-    "parse_nsqd_args": "txnsq.nsqd.options",
+    "parse_nsqd_args": "txnsq.nsqd.flags",
 }
 
 

@@ -23,7 +23,7 @@ from txnsq.storage.ephemeral import EphemeralStorage
 from txnsq.storage.interfaces import IStorageBackend
 
 if TYPE_CHECKING:
-    from txnsq.storage.log import TopicLog
+    from txnsq.storage.topic_log import TopicLog
 
 __all__ = ["Broker", "TopologyListener"]
 
@@ -146,7 +146,7 @@ class Broker:
         """
         The retained log of the topic called ``topic_name``, or ``None``
         when there is no such topic or it is not retained.  For reads: the
-        caller uses :class:`~txnsq.storage.log.TopicLog` and its
+        caller uses :class:`~txnsq.storage.topic_log.TopicLog` and its
         ``partitions`` (``read``, ``nearest_offset``) itself.
         """
         topic = self.topics.get(topic_name)

@@ -349,6 +349,7 @@ class NSQDHTTPAPI(GoRouter, PprofHandlers):
         ``include_clients``/``include_mem`` (default true) trim it.
         """
         from txnsq.nsqd import stats as nsqd_stats
+        from txnsq.nsqd.stats_text import to_text
 
         values = self._query(request)
 
@@ -378,7 +379,7 @@ class NSQDHTTPAPI(GoRouter, PprofHandlers):
                     if role is not None:
                         entry["mirror"] = role
             return found
-        return nsqd_stats.to_text(snapshot, self.broker.clock.seconds()).encode("utf-8")
+        return to_text(snapshot, self.broker.clock.seconds()).encode("utf-8")
 
     @go_route(app, "GET", "/metrics", style="raw", routes=ROUTES)
     def metrics(self, request: IRequest) -> bytes:

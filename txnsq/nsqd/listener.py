@@ -14,7 +14,7 @@ retransmits (seconds per connection) instead of being accepted at once.
 
 from __future__ import annotations
 
-from typing import Any, List, Optional, Sequence
+from typing import Any, List, Optional, Sequence, Union
 
 #: Where Linux says how long an accept queue may be.
 SOMAXCONN_PATH = "/proc/sys/net/core/somaxconn"
@@ -29,9 +29,31 @@ _BACKLOG_TYPES = frozenset(["tcp", "tcp6", "unix", "ssl"])
 from twisted.application.service import Service
 from twisted.internet.defer import Deferred, DeferredList, succeed
 from twisted.internet.endpoints import serverFromString
-from twisted.internet.interfaces import IListeningPort, IProtocolFactory
+from twisted.internet.interfaces import IListeningPort, IProtocolFactory, IStreamServerEndpoint
 from twisted.logger import Logger
 from twisted.python.failure import Failure
+
+from txnsq.listen_address import listen_endpoint_description
+
+#: Where a listener listens: an endpoint, or a string
+#: :func:`listen_target` reads (Go's ``host:port``, a socket path or a
+#: Twisted endpoint description).
+ListenTarget = Union[str, IStreamServerEndpoint]
+
+
+def listen_target(value: ListenTarget) -> ListenTarget:
+    """
+    What a :class:`ListeningService` is given for a listen setting: an
+    endpoint object as it is; a string as its endpoint description
+    (:func:`txnsq.listen_address.listen_endpoint_description`).
+
+    :raises ValueError: a string that is no listen address.
+    """
+    if isinstance(value, str):
+        return listen_endpoint_description(value)
+    if not IStreamServerEndpoint.providedBy(value):
+        raise TypeError("not an IStreamServerEndpoint or a listen address: %r" % (value,))
+    return value
 
 
 def format_address(host: str, port: int) -> str:
@@ -135,24 +157,37 @@ def when_all_listening(listeners: Sequence["ListeningService"]) -> "Deferred[Non
 
 class ListeningService(Service):
     """
-    Listen on a Twisted endpoint description while running.
+    Listen on a server endpoint, or a Twisted endpoint description, while
+    running.
 
     A TCP, TCP6, SSL or UNIX description without a ``backlog`` of its own
-    listens with the system's largest accept queue (:func:`system_backlog`).
+    listens with the system's largest accept queue (:func:`system_backlog`);
+    an endpoint object listens as it was made.
 
     :ivar label: what the log line calls this listener (``TCP``, ``HTTP``).
-    :ivar description: the endpoint description asked for (the log says
-        this one); :func:`with_backlog` adds the backlog when listening.
+    :ivar description: the endpoint description asked for, or the
+        endpoint's ``repr`` (the log says this one); :func:`with_backlog`
+        adds the backlog when listening.
+    :ivar endpoint: the endpoint object given, or ``None`` for a description.
     """
 
     _log = Logger()
 
     def __init__(
-        self, label: str, reactor: object, description: str, factory: IProtocolFactory
+        self,
+        label: str,
+        reactor: object,
+        description: ListenTarget,
+        factory: IProtocolFactory,
     ) -> None:
         self.label = label
         self.reactor = reactor
-        self.description = description
+        self.endpoint: Optional[IStreamServerEndpoint] = None
+        if isinstance(description, str):
+            self.description = description
+        else:
+            self.endpoint = description
+            self.description = repr(description)
         self.factory = factory
         self.port: Optional[IListeningPort] = None
         self.failure: Optional[Failure] = None
@@ -162,9 +197,11 @@ class ListeningService(Service):
     def startService(self) -> None:
         """Start listening; the outcome is delivered by :meth:`whenListening`."""
         Service.startService(self)
-        endpoint = serverFromString(
-            self.reactor, with_backlog(self.description, system_backlog())
-        )
+        endpoint: Any = self.endpoint
+        if endpoint is None:
+            endpoint = serverFromString(
+                self.reactor, with_backlog(self.description, system_backlog())
+            )
         self._listening = endpoint.listen(self.factory)
         self._listening.addCallbacks(self._listened, self._failed)
 

@@ -1,7 +1,7 @@
 # -*- test-case-name: tests.test_retention -*-
 """
 Retained topics: a topic whose every message is also appended to a
-:class:`~txnsq.storage.log.TopicLog` before it is acknowledged, so that
+:class:`~txnsq.storage.topic_log.TopicLog` before it is acknowledged, so that
 channels can be rewound and the MetaQ listener can read it by offset.
 
 The design (see ``docs/retention.md``): channels keep their own queues
@@ -34,7 +34,8 @@ from txnsq.nsqd.guid import TWEPOCH
 from txnsq.nsqd.topic import PublishError
 from txnsq.protocol.message import encode_message
 from txnsq.files import write_file_atomically
-from txnsq.storage.log import OffsetOutOfRange, RecordTooLarge, TopicLog
+from txnsq.storage.log import OffsetOutOfRange, RecordTooLarge
+from txnsq.storage.topic_log import TopicLog
 from txnsq.storage.sync_worker import SyncWorker
 from txnsq.storage.log_format import ATTRIBUTE_FLAG, HEADER, HEADER_SIZE
 

@@ -50,7 +50,8 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     """The ``nsqd`` console script: Go nsqd's flags, the same service."""
     set_jit("off")
     from txnsq.daemon import run_console_script
-    from txnsq.nsqd.options import NSQDOptions, parse_nsqd_args_or_exit
+    from txnsq.nsqd.flags import parse_nsqd_args_or_exit
+    from txnsq.nsqd.options import NSQDOptions
 
     run_console_script(
         "nsqd",

@@ -16,21 +16,25 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Union
 
 from twisted.application.service import MultiService
 from twisted.internet.defer import Deferred, maybeDeferred, succeed
-from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 
 from txnsq.cli import version_string
 from txnsq.http.site import GoSite
 from txnsq.nsqd.broker import Broker
 from txnsq.nsqd.http import NSQDHTTPAPI
-from txnsq.nsqd.listener import ListeningService, when_all_listening
+from txnsq.nsqd.listener import ListeningService, ListenTarget, listen_target, when_all_listening
 from txnsq.nsqd.lookup import LookupService
 from txnsq.logging import set_log_level
-from txnsq.nsqd.stats import collect, to_json, watch_gc
-from txnsq.nsqd.metadata import DataPathError, DataPathLock, MetadataError, MetadataStore
-from txnsq.nsqd.options import NSQDOptions, listen_endpoint_description
+from txnsq.nsqd.memstats import watch_gc
+from txnsq.nsqd.stats import collect, to_json
+from txnsq.nsqd.data_path_lock import DataPathError, DataPathLock
+from txnsq.nsqd.metadata import MetadataStore
+from txnsq.nsqd.metadata_format import MetadataError
+from txnsq.listen_address import listen_endpoint_description
+from txnsq.nsqd.options import NSQDOptions
 from txnsq.nsqd.tcp import NSQDFactory, ServerFeatures
 from txnsq.nsqd.tls import TLSConfigError, tls_server_options
+from txnsq.reactors import ServiceReactor, default_reactor
 from txnsq.storage.interfaces import IStorageBackend
 from txnsq.storage.plugins import get_storage_backend
 
@@ -58,7 +62,8 @@ class NSQDService(MultiService):
 
     :param options: the daemon's settings (``NSQDOptions``).
     :param reactor: the reactor to listen with and take time from
-        (``IReactorTCP`` and ``IReactorTime``); the global reactor when
+        (``IReactorTCP`` and ``IReactorTime``:
+        :class:`~txnsq.reactors.ServiceReactor`); the global reactor when
         omitted.
     :param storage: the storage backend, an ``IStorageBackend`` or the
         name of one; ``options.storage`` when omitted.
@@ -67,8 +72,17 @@ class NSQDService(MultiService):
         ``tls_v1`` upgrade, HTTPS and ``--tls-required``; ``None`` for none.
     :param cluster_tls: ``(client, server)`` TLS settings of NATS routes
         (``txnsq.cluster.service.cluster_tls_options``); ``None`` for none.
+    :param tcp_endpoint: where the V2 protocol listens: an
+        ``IStreamServerEndpoint``, or a listen address string (Go's
+        ``host:port``, a socket path, an endpoint description);
+        ``options.tcp_address`` when omitted.
+    :param http_endpoint: the same for the HTTP API
+        (``options.http_address``).
+    :param https_endpoint: the same for HTTPS (``options.https_address``),
+        served only with ``tls``.
     :raises ValueError: ``options`` name TLS files but no ``tls`` was
-        given (use :meth:`fromOptions`), or an unknown storage name.
+        given (use :meth:`fromOptions`), an unknown storage name, or a
+        listen address string that cannot be read.
     """
 
     _log = Logger()
@@ -79,12 +93,18 @@ class NSQDService(MultiService):
 
     @classmethod
     def fromOptions(
-        cls, options: NSQDOptions, reactor: Optional[Any] = None, storage: Optional[Any] = None
+        cls,
+        options: NSQDOptions,
+        reactor: Optional[ServiceReactor] = None,
+        storage: Optional[Union[str, IStorageBackend]] = None,
+        **endpoints: Optional[ListenTarget],
     ) -> "NSQDService":
         """
         The service of ``options`` as the ``nsqd`` command builds it: the
         TLS certificate and key files they name read (Go's
         ``buildTLSConfig``), and those of ``--cluster-tls-*``.
+        ``endpoints`` are the constructor's ``tcp_endpoint``,
+        ``http_endpoint`` and ``https_endpoint``.
 
         :raises TLSConfigError: a TLS certificate or key cannot be used.
         """
@@ -99,31 +119,34 @@ class NSQDService(MultiService):
             storage=storage,
             tls=tls_server_options(options),
             cluster_tls=cluster_tls,
+            **endpoints,
         )
 
     def __init__(
         self,
         options: NSQDOptions,
-        reactor: Optional[Any] = None,
+        reactor: Optional[ServiceReactor] = None,
         *,
         storage: Optional[Union[str, IStorageBackend]] = None,
         tls: Optional[Any] = None,
         cluster_tls: Optional[Any] = None,
+        tcp_endpoint: Optional[ListenTarget] = None,
+        http_endpoint: Optional[ListenTarget] = None,
+        https_endpoint: Optional[ListenTarget] = None,
     ) -> None:
         MultiService.__init__(self)
         if reactor is None:
-            from twisted.internet import reactor as global_reactor
-
-            reactor = global_reactor
+            reactor = default_reactor()
         if tls is None and (options.tls_cert or options.tls_key):
             raise ValueError(
                 "the options name TLS files (--tls-cert, --tls-key): build the "
                 "service with NSQDService.fromOptions, which reads them, or pass tls="
             )
         self.options = options
-        self.reactor = reactor
-        clock: IReactorTime = reactor
-        self.start_time = clock.seconds()
+        self.reactor: ServiceReactor = reactor
+        # The core's parameters are zope-interface typed (IReactorTime).
+        clock: Any = reactor
+        self.start_time = reactor.seconds()
         if storage is None:
             storage = options.storage
         if isinstance(storage, str):
@@ -157,24 +180,26 @@ class NSQDService(MultiService):
         self.tcp_listener = ListeningService(
             "TCP",
             reactor,
-            listen_endpoint_description(options.tcp_address),
+            listen_target(tcp_endpoint if tcp_endpoint is not None else options.tcp_address),
             self.tcp_factory,
         )
         resource = self.http_api.app.resource()
         self.http_listener = ListeningService(
             "HTTP",
             reactor,
-            listen_endpoint_description(options.http_address),
+            listen_target(http_endpoint if http_endpoint is not None else options.http_address),
             GoSite(resource),
         )
         self.https_listener: Optional[ListeningService] = None
-        if tls is not None and options.https_address:
+        if https_endpoint is None and options.https_address:
+            https_endpoint = options.https_address
+        if tls is not None and https_endpoint is not None:
             from twisted.protocols.tls import TLSMemoryBIOFactory
 
             self.https_listener = ListeningService(
                 "HTTPS",
                 reactor,
-                listen_endpoint_description(options.https_address),
+                listen_target(https_endpoint),
                 TLSMemoryBIOFactory(tls, False, GoSite(resource)),
             )
         self.metaq_factory: Optional[Any] = None
@@ -284,7 +309,7 @@ class NSQDService(MultiService):
         lock = DataPathLock(data_path)
         lock.acquire()
         try:
-            store = MetadataStore(self.broker, data_path, self.reactor)
+            store = MetadataStore(self.broker, data_path, self.broker.clock)
             store.load()
             store.persist()
         except (MetadataError, OSError) as error:
@@ -403,7 +428,7 @@ class NSQDService(MultiService):
             return result
 
         stopped.addBoth(close)
-        return stopped  # type: ignore[return-value]
+        return stopped
 
 
 def freeze_startup_objects() -> None:

@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, List
 
 from txnsq.cli import Flag
 from txnsq.daemon import GoFlagsOptions, SettingsAlias
-from txnsq.nsqd.options import NSQDOptions, nsqd_flags
+from txnsq.nsqd.flags import nsqd_flags
+from txnsq.nsqd.options import NSQDOptions
 
 if TYPE_CHECKING:
     from txnsq.nsqd.service import NSQDService
@@ -48,7 +49,7 @@ class Options(GoFlagsOptions[NSQDOptions]):
         """
         from twisted.internet import reactor
 
-        from txnsq.nsqd.metadata import DataPathError
+        from txnsq.nsqd.data_path_lock import DataPathError
         from txnsq.nsqd.service import NSQDService, freeze_startup_objects
 
         service = NSQDService.fromOptions(settings)

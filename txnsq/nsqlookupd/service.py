@@ -17,14 +17,20 @@ from twisted.internet.defer import Deferred, maybeDeferred
 from twisted.internet.interfaces import IListeningPort
 from twisted.logger import Logger
 
-from txnsq.nsqd.listener import ListeningService, describe_address, when_all_listening
-from txnsq.nsqd.options import listen_endpoint_description
+from txnsq.nsqd.listener import (
+    ListeningService,
+    ListenTarget,
+    describe_address,
+    listen_target,
+    when_all_listening,
+)
 from txnsq.cli import version_string
 from txnsq.daemon import run_console_script
 from txnsq.http.site import GoSite
 from txnsq.nsqlookupd.core import NSQLookupd
 from txnsq.nsqlookupd.options import NSQLookupdOptions
 from txnsq.nsqlookupd.tcp import LookupFactory
+from txnsq.reactors import ServiceReactor, default_reactor
 
 __all__ = ["NSQLookupdService", "main"]
 
@@ -34,38 +40,72 @@ class NSQLookupdService(MultiService):
     One nsqlookupd: its registration database and its TCP (V1 protocol)
     and HTTP listeners.
 
+    The constructor does no I/O: it builds the database, the protocols and
+    the listeners, which listen once started.
+
     :param options: the daemon's settings.
-    :param reactor: the reactor to listen with and take time from; the
-        global reactor when omitted.
+    :param reactor: the reactor to listen with and take time from
+        (``IReactorTCP`` and ``IReactorTime``:
+        :class:`~txnsq.reactors.ServiceReactor`); the global reactor when
+        omitted.
+    :param tcp_endpoint: where the V1 protocol listens: an
+        ``IStreamServerEndpoint``, or a listen address string (Go's
+        ``host:port``, a socket path, an endpoint description);
+        ``options.tcp_address`` when omitted.
+    :param http_endpoint: the same for the HTTP API (``options.http_address``).
+    :raises ValueError: a listen address string that cannot be read.
     :ivar lookupd: the shared state both protocols work on; its
         ``tcp_port`` and ``http_port`` are the bound ports once listening.
     """
 
     _log = Logger()
 
-    def __init__(self, options: NSQLookupdOptions, reactor: Optional[Any] = None) -> None:
+    @classmethod
+    def fromOptions(
+        cls,
+        options: NSQLookupdOptions,
+        reactor: Optional[ServiceReactor] = None,
+        **endpoints: Optional[ListenTarget],
+    ) -> "NSQLookupdService":
+        """
+        The service of ``options`` as the ``nsqlookupd`` command builds it
+        (nsqlookupd has no files to read: the constructor's own work);
+        ``endpoints`` are the constructor's ``tcp_endpoint`` and
+        ``http_endpoint``.
+        """
+        return cls(options, reactor, **endpoints)
+
+    def __init__(
+        self,
+        options: NSQLookupdOptions,
+        reactor: Optional[ServiceReactor] = None,
+        *,
+        tcp_endpoint: Optional[ListenTarget] = None,
+        http_endpoint: Optional[ListenTarget] = None,
+    ) -> None:
         MultiService.__init__(self)
         if reactor is None:
-            from twisted.internet import reactor as global_reactor
-
-            reactor = global_reactor
+            reactor = default_reactor()
         # Imported here: the HTTP API is a separate module with its own
         # dependencies (Klein), and the TCP side must not need them to load.
         from txnsq.nsqlookupd.http import http_resource
 
         self.options = options
-        self.reactor = reactor
+        self.reactor: ServiceReactor = reactor
         self.lookupd = NSQLookupd(options, reactor)
         self.tcp_factory = LookupFactory(self.lookupd)
         self.tcp_listener = ListeningService(
-            "TCP", reactor, listen_endpoint_description(options.tcp_address), self.tcp_factory
+            "TCP",
+            reactor,
+            listen_target(tcp_endpoint if tcp_endpoint is not None else options.tcp_address),
+            self.tcp_factory,
         )
         # Go's nsqlookupd logs API requests itself; the site keeps no access
         # log and answers non-HTTP bytes as Go's net/http does.
         self.http_listener = ListeningService(
             "HTTP",
             reactor,
-            listen_endpoint_description(options.http_address),
+            listen_target(http_endpoint if http_endpoint is not None else options.http_address),
             GoSite(http_resource(self.lookupd)),
         )
         self.tcp_listener.setServiceParent(self)
@@ -121,11 +161,13 @@ class NSQLookupdService(MultiService):
             return result
 
         stopped.addBoth(close)
-        return stopped  # type: ignore[return-value]
+        return stopped
 
 
 def main(argv: Optional[Sequence[str]] = None) -> None:
     """The ``nsqlookupd`` console script: Go nsqlookupd's flags, the same service."""
     from txnsq.nsqlookupd.options import parse_nsqlookupd_args_or_exit
 
-    run_console_script("nsqlookupd", argv, parse_nsqlookupd_args_or_exit, NSQLookupdService)
+    run_console_script(
+        "nsqlookupd", argv, parse_nsqlookupd_args_or_exit, NSQLookupdService.fromOptions
+    )

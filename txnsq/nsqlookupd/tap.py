@@ -37,7 +37,7 @@ class Options(GoFlagsOptions[NSQLookupdOptions]):
         """The :class:`~txnsq.nsqlookupd.service.NSQLookupdService` for ``settings``."""
         from txnsq.nsqlookupd.service import NSQLookupdService
 
-        return NSQLookupdService(settings)
+        return NSQLookupdService.fromOptions(settings)
 
 
 def makeService(options: Options) -> "NSQLookupdService":

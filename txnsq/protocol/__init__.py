@@ -16,9 +16,10 @@ and the benchmarks share it.
 - :mod:`txnsq.protocol.handshake`: the connection handshake (magic,
   IDENTIFY, TLS, snappy/deflate, AUTH) as state machines, nsqd's side and
   a client's
-- :mod:`txnsq.protocol.metaq`: the MetaQ text protocol (requests, replies,
-  both sides) and MetaQ's message record layout
+- :mod:`txnsq.protocol.metaq`: the MetaQ text protocol's requests, replies
+  and codes; :mod:`txnsq.protocol.metaq_parser` its parsers (both sides);
+  :mod:`txnsq.protocol.metaq_record` MetaQ's message record layout
 - :mod:`txnsq.protocol.nats_route`: the NATS cluster (route) protocol
 """
 
-__all__ = ["errors", "frames", "handshake", "identify", "message", "metaq", "names", "nats_route", "v2"]
+__all__ = ["errors", "frames", "handshake", "identify", "message", "metaq", "metaq_parser", "metaq_record", "names", "nats_route", "v2"]

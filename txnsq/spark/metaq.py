@@ -48,7 +48,6 @@ from txnsq.protocol.metaq import (
     AuthRequest,
     GetRequest,
     MetaqError,
-    MetaqResponseParser,
     OffsetRequest,
     QuitRequest,
     ResultResponse,
@@ -56,6 +55,7 @@ from txnsq.protocol.metaq import (
     ValueResponse,
     VersionRequest,
 )
+from txnsq.protocol.metaq_parser import MetaqResponseParser
 
 __all__ = ["BlockingMetaqClient", "read_partition"]
 

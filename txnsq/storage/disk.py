@@ -33,131 +33,42 @@ from twisted.logger import Logger
 from twisted.plugin import IPlugin
 from zope.interface import implementer
 
+from txnsq.storage.disk_recovery import (
+    SavedDeferred,
+    open_state,
+    read_saved_deferred,
+    remove_file,
+    segment_numbers,
+)
 from txnsq.storage.diskqueue_format import (
     MIN_MESSAGE_SIZE,
     RECORD_HEADER,
     CopyRun,
     DeferredState,
-    DiskFormatError,
     QueueState,
-    decode_deferred,
-    decode_meta,
     deferred_file_name,
     encode_deferred,
     encode_meta,
     meta_file_name,
-    parse_segment_file_name,
     segment_file_name,
 )
 from txnsq.files import write_file_atomically
+from txnsq.storage.committer import Committer
+from txnsq.storage.deferred_copies import DeferredCopies
 from txnsq.storage.flight_log import FlightLog, flight_file_name
 from txnsq.storage.interfaces import IBackendQueue, IDeferredStore, IStorageBackend
+from txnsq.storage.segment_reader import SegmentReader
 from txnsq.storage.sync_worker import SyncWorker
 
-__all__ = ["Committer", "DiskQueue", "DiskStorage"]
+__all__ = ["DiskQueue", "DiskStorage"]
 
 #: Pending records are written once they reach this size, even mid-turn.
 FLUSH_BYTES = 256 * 1024
-
-#: How much of a segment is read at once (kept per queue while reading, so
-#: modest: a daemon may have thousands of spilling channels).
-READ_CHUNK = 64 * 1024
 
 #: Seconds between attempts to write again after a failed write.
 RETRY_DELAY = 1.0
 
 _log = Logger(namespace="txnsq.storage.disk")
-
-
-class _Queued:
-    """A queue's place in its committer's next turn (an ``IDelayedCall`` look-alike)."""
-
-    __slots__ = ("_committer", "_queue")
-
-    def __init__(self, committer: "Committer", queue: "DiskQueue") -> None:
-        self._committer = committer
-        self._queue = queue
-
-    def active(self) -> bool:
-        return self._queue in self._committer._dirty
-
-    def cancel(self) -> None:
-        self._committer._discard(self._queue)
-
-
-class Committer:
-    """
-    Ends the reactor turn of every queue of one storage together, in an
-    order that never leaves a message only in memory (``--mem-queue-size=0``).
-
-    :meth:`commit` writes, for every queue changed since the last one:
-    first the segment records (``fsync`` with ``--sync-every=1``), then the
-    flight logs, channels' before topics' (a deferred message moves from a
-    topic's log to a channel's), then each queue's meta file as its sync
-    policy says, and last removes the segments read to their end.  So a
-    queue's read position never passes a message before the log holding it
-    is written, and a log never releases a message put back in a queue
-    before its record is written.  nsqd calls :meth:`commit` before any
-    answer or message leaves (so an ``OK`` follows its records); otherwise
-    it runs once per reactor turn.
-
-    :param clock: the reactor whose turns are meant.
-    :param sync: ``--sync-every=1``: ``fsync`` segment records before the
-        logs that depend on them are written.
-    """
-
-    def __init__(self, clock: Any, sync: bool) -> None:
-        self._clock = clock
-        self.sync = sync
-        self._dirty: Dict["DiskQueue", None] = {}
-        self._call: Any = None
-
-    def dirty(self, queue: "DiskQueue") -> _Queued:
-        """``queue`` changed: include it in the next commit."""
-        self._dirty[queue] = None
-        if self._call is None:
-            self._call = self._clock.callLater(0, self._turn)
-        return _Queued(self, queue)
-
-    def _discard(self, queue: "DiskQueue") -> None:
-        """``queue`` wrote its changes itself (it closed)."""
-        dirty = self._dirty
-        dirty.pop(queue, None)
-        call = self._call
-        if not dirty and call is not None:
-            self._call = None
-            if call.active():
-                call.cancel()
-
-    def _turn(self) -> None:
-        self._call = None
-        self.commit()
-
-    def commit(self) -> None:
-        """Write every change made since the last commit, now."""
-        call, self._call = self._call, None
-        if call is not None and call.active():
-            call.cancel()
-        dirty = self._dirty
-        if not dirty:
-            return
-        queues = list(dirty)
-        dirty.clear()
-        for queue in queues:
-            queue._flush()
-        if self.sync:
-            for queue in queues:
-                if queue._unsynced or queue._need_sync:
-                    queue._fsync_write_file()
-        # Channels (``topic:channel``) before topics.
-        for queue in queues:
-            if ":" in queue.name:
-                queue._write_flight()
-        for queue in queues:
-            if ":" not in queue.name:
-                queue._write_flight()
-        for queue in queues:
-            queue._end_of_turn()
 
 
 @implementer(IBackendQueue, IDeferredStore)
@@ -236,12 +147,8 @@ class DiskQueue:
         self._flushed_pos = 0
         self._pending = bytearray()
         self._write_fd: Optional[int] = None
-        self._read_fd: Optional[int] = None
-        self._read_fd_file = -1
-        # The size of the segment being read once no longer written to.
-        self._read_end: Optional[int] = None
-        self._rbuf = b""
-        self._rbuf_pos = 0
+        # The segment being read.
+        self._reader = SegmentReader()
         self._unsynced = 0
         # A file was started or finished: sync at the end of this turn.
         self._need_sync = False
@@ -249,16 +156,9 @@ class DiskQueue:
         self._sync_call: Any = None
         self._retry_call: Any = None
         # Plain copies of deferred messages to skip when read (set by
-        # load_deferred): runs of [file, pos, count] in file order, their
-        # total, and the messages whose copies are among them, unread.
-        self._runs: Deque[List[int]] = deque()
-        self._copies = 0
-        self._unread_copies: Dict[bytes, int] = {}
-        self._saved: Optional[Tuple[DeferredState, List[Tuple[int, bytes]]]] = None
-        # After a crash: deferred messages held again whose plain copies
-        # may still be in the segments, before this position.
-        self._held_copies: Dict[bytes, int] = {}
-        self._held_copies_end = (0, 0)
+        # load_deferred, and by recover_held after a crash).
+        self._skips = DeferredCopies()
+        self._saved: Optional[SavedDeferred] = None
         self._to_save: List[Tuple[int, bytes]] = []
         self._closed = False
         #: The function writing bytes to a file descriptor; a test seam for
@@ -304,8 +204,9 @@ class DiskQueue:
 
     def depth(self) -> int:
         """Messages that :meth:`read` would still return."""
-        disk = self._depth - self._copies
-        if disk <= 0 and not self._copies and self._unread_positions():
+        copies = self._skips.count
+        disk = self._depth - copies
+        if disk <= 0 and not copies and self._unread_positions():
             # A meta file that undercounts must not hide what is there.
             disk = 1
         return len(self._front) + disk + len(self._overflow)
@@ -350,13 +251,12 @@ class DiskQueue:
         for data in held:
             self._append(data)
         deferred, self._to_save = self._to_save, []
-        runs = self._unread_runs()
-        unread = self._unread_copies
+        skips = self._skips
+        runs = skips.unread_runs(self._read_file, self._read_pos)
         new_run: Optional[List[int]] = None
         for _, data in deferred:
-            if unread.get(data):
+            if skips.take_unread(data):
                 # Its copy from an earlier shutdown is still unread.
-                unread[data] -= 1
                 continue
             self._append(data)
             if new_run is None:
@@ -418,12 +318,7 @@ class DiskQueue:
         if saved is None:
             return []
         state, items = saved
-        self._runs = deque([list(run) for run in state.runs])
-        self._copies = state.copies
-        unread: Dict[bytes, int] = {}
-        for _, data in items:
-            unread[data] = unread.get(data, 0) + 1
-        self._unread_copies = unread
+        self._skips.load(state, items)
         self._remove(deferred_file_name(self.name))
         return items
 
@@ -461,11 +356,7 @@ class DiskQueue:
             # A clean shutdown before the crash may have left plain copies
             # of them in the segments, whose skipping was not recorded:
             # skip records equal to them, up to where the segments ended.
-            copies: Dict[bytes, int] = {}
-            for _, data in deferred:
-                copies[data] = copies.get(data, 0) + 1
-            self._held_copies = copies
-            self._held_copies_end = (self._write_file, self._write_pos)
+            self._skips.hold(deferred, (self._write_file, self._write_pos))
         _log.warn(
             "DISKQUEUE({name}): recovered {in_flight} in-flight and {deferred} "
             "deferred messages from {file}",
@@ -538,158 +429,14 @@ class DiskQueue:
 
     def _open(self) -> None:
         """Pick up where the files say the queue was."""
-        meta_path = self._path(meta_file_name(self.name))
-        state: Optional[QueueState] = None
-        try:
-            with open(meta_path, "rb") as meta:
-                state = decode_meta(meta.read(256))
-        except FileNotFoundError:
-            pass
-        except (OSError, DiskFormatError) as error:
-            _log.error(
-                "DISKQUEUE({name}) failed to retrieveMetaData - {error}",
-                name=self.name,
-                error=error,
-            )
-            self._quarantine(meta_path)
-        if state is None:
-            state = self._recover_without_meta()
+        recorded, state = open_state(self._directory, self.name, self._max_msg_size)
         self._depth = state.depth
         self._read_file = state.read_file
         self._read_pos = state.read_pos
         self._write_file = state.write_file
         self._write_pos = state.write_pos
-        self._check_write_file()
         self._flushed_pos = self._write_pos
-        self._load_saved(state)
-
-    def _recover_without_meta(self) -> QueueState:
-        """No usable meta file: take whatever segments are there."""
-        numbers = self._segment_numbers()
-        if not numbers:
-            return QueueState(0, 0, 0, 0, 0)
-        depth = 0
-        for number in numbers:
-            depth += self._count_records(segment_file_name(self.name, number), 0)
-        _log.warn(
-            "DISKQUEUE({name}): no meta file; recovered {depth} messages from {files} files",
-            name=self.name,
-            depth=depth,
-            files=len(numbers),
-        )
-        return QueueState(depth, numbers[0], 0, numbers[-1] + 1, 0)
-
-    def _check_write_file(self) -> None:
-        """
-        A write segment longer than the meta says holds records written
-        after the last sync: count them and write on in a new segment, so
-        that they are read and never overwritten (go-diskqueue skips to a
-        new file too).  A shorter one lost its end: write on in a new one.
-        """
-        path = self._path(segment_file_name(self.name, self._write_file))
-        try:
-            size = os.stat(path).st_size
-        except FileNotFoundError:
-            if self._write_pos == 0:
-                return
-            size = -1
-        except OSError:
-            size = -1
-        if size == self._write_pos:
-            return
-        if size > self._write_pos:
-            extra = self._count_records(
-                segment_file_name(self.name, self._write_file), self._write_pos
-            )
-            self._depth += extra
-            _log.warn(
-                "DISKQUEUE({name}) {file} metadata writePos {pos} < file size of {size}, "
-                "skipping to new file ({extra} unsynced messages recovered)",
-                name=self.name,
-                file=path,
-                pos=self._write_pos,
-                size=size,
-                extra=extra,
-            )
-        else:
-            _log.error(
-                "DISKQUEUE({name}) {file} is shorter than its metadata says "
-                "({size} < {pos}); writing on in a new file",
-                name=self.name,
-                file=path,
-                size=size,
-                pos=self._write_pos,
-            )
-        self._write_file += 1
-        self._write_pos = 0
-
-    def _load_saved(self, state: QueueState) -> None:
-        """Take the deferred file, if it still matches the queue."""
-        path = self._path(deferred_file_name(self.name))
-        try:
-            with open(path, "rb") as saved:
-                data = saved.read()
-        except FileNotFoundError:
-            return
-        except OSError as error:
-            _log.error(
-                "DISKQUEUE({name}) cannot read {file} - {error}",
-                name=self.name,
-                file=path,
-                error=error,
-            )
-            return
-        try:
-            deferred_state, items = decode_deferred(data)
-        except DiskFormatError as error:
-            _log.error(
-                "DISKQUEUE({name}) {file} is corrupt - {error}; its messages are "
-                "delivered without their delay",
-                name=self.name,
-                file=path,
-                error=error,
-            )
-            self._quarantine(path)
-            return
-        if deferred_state.queue != self.state() or state != self.state():
-            _log.warn(
-                "DISKQUEUE({name}) the queue changed since {file} was written; "
-                "its messages are delivered without their delay",
-                name=self.name,
-                file=path,
-            )
-            self._remove(deferred_file_name(self.name))
-            return
-        self._saved = (deferred_state, items)
-
-    def _count_records(self, filename: str, start: int) -> int:
-        """How many whole, plausible records a segment holds from ``start``."""
-        count = 0
-        try:
-            with open(self._path(filename), "rb") as segment:
-                segment.seek(start)
-                buffer = b""
-                offset = 0
-                header = RECORD_HEADER.size
-                while True:
-                    if len(buffer) - offset < header:
-                        buffer = buffer[offset:] + segment.read(READ_CHUNK)
-                        offset = 0
-                        if len(buffer) < header:
-                            return count
-                    (length,) = RECORD_HEADER.unpack_from(buffer, offset)
-                    if length < MIN_MESSAGE_SIZE or length > self._max_msg_size:
-                        return count
-                    end = offset + header + length
-                    while len(buffer) < end:
-                        more = segment.read(max(READ_CHUNK, end - len(buffer)))
-                        if not more:
-                            return count
-                        buffer += more
-                    offset = end
-                    count += 1
-        except OSError:
-            return count
+        self._saved = read_saved_deferred(self._directory, self.name, recorded, state)
 
     # -- writing -----------------------------------------------------------
 
@@ -913,7 +660,7 @@ class DiskQueue:
             if number >= self._write_file:
                 if number > self._write_file or pos >= self._write_pos:
                     self._at_tail()
-                    self._rbuf = b""
+                    self._reader.drop_buffer()
                     return None
                 if pos >= self._flushed_pos:
                     data = self._read_pending(pos - self._flushed_pos)
@@ -923,18 +670,19 @@ class DiskQueue:
                 end = self._flushed_pos
             else:
                 end = -1
-            if self._read_fd_file != number and not self._open_read_file():
+            reader = self._reader
+            if reader.number != number and not self._open_read_file():
                 continue
             if end < 0:
-                end = self._complete_file_end()
+                end = reader.complete_end()
             if pos >= end:
                 self._next_read_file()
                 continue
-            offset = self._buffered(pos, header)
+            offset = reader.buffered(pos, header)
             if offset < 0:
                 self._bad_file("truncated record header at %d" % (pos,))
                 continue
-            (length,) = RECORD_HEADER.unpack_from(self._rbuf, offset)
+            (length,) = RECORD_HEADER.unpack_from(reader.buf, offset)
             if length < MIN_MESSAGE_SIZE or length > self._max_msg_size:
                 self._bad_file("invalid message read size (%d)" % (length,))
                 continue
@@ -942,17 +690,18 @@ class DiskQueue:
             if pos + total > end:
                 self._bad_file("truncated record at %d" % (pos,))
                 continue
-            offset = self._buffered(pos, total)
+            offset = reader.buffered(pos, total)
             if offset < 0:
                 self._bad_file("truncated record at %d" % (pos,))
                 continue
-            data = self._rbuf[offset + header : offset + total]
+            data = reader.buf[offset + header : offset + total]
             self._consumed(pos + total)
             if number < self._write_file and self._read_pos >= end:
                 self._next_read_file()
-            if self._copies and self._skip_copy(number, pos, data):
+            skips = self._skips
+            if skips.count and skips.skip_copy(number, pos, data):
                 continue
-            if self._held_copies and self._skip_held_copy(number, pos, data):
+            if skips.held and skips.skip_held_copy(number, pos, data):
                 continue
             return data
 
@@ -964,48 +713,10 @@ class DiskQueue:
         data = bytes(pending[offset + header : offset + header + length])
         number, pos = self._read_file, self._read_pos
         self._consumed(pos + header + length)
-        if self._copies and self._skip_copy(number, pos, data):
+        skips = self._skips
+        if skips.count and skips.skip_copy(number, pos, data):
             return None
         return data
-
-    def _skip_copy(self, number: int, pos: int, data: bytes) -> bool:
-        """Whether the record read at ``number``/``pos`` is a deferred
-        message's copy (to be skipped: the message is deferred already)."""
-        run = self._runs[0]
-        if (number, pos) < (run[0], run[1]):
-            return False
-        run[2] -= 1
-        if not run[2]:
-            self._runs.popleft()
-        self._copies -= 1
-        unread = self._unread_copies.get(data)
-        if unread:
-            self._unread_copies[data] = unread - 1
-        return True
-
-    def _skip_held_copy(self, number: int, pos: int, data: bytes) -> bool:
-        """Whether the record read at ``number``/``pos`` is a plain copy
-        of a deferred message recovered from the flight log."""
-        copies = self._held_copies
-        if (number, pos) >= self._held_copies_end:
-            copies.clear()
-            return False
-        left = copies.get(data)
-        if not left:
-            return False
-        if left == 1:
-            del copies[data]
-        else:
-            copies[data] = left - 1
-        return True
-
-    def _unread_runs(self) -> List[List[int]]:
-        """The runs of copies not read yet, starting where they now start."""
-        runs = [list(run) for run in self._runs]
-        if runs and (self._read_file, self._read_pos) > (runs[0][0], runs[0][1]):
-            # Some of the first run were skipped: the rest start here.
-            runs[0][0], runs[0][1] = self._read_file, self._read_pos
-        return runs
 
     def _consumed(self, new_pos: int) -> None:
         self._read_pos = new_pos
@@ -1017,31 +728,12 @@ class DiskQueue:
             elif self._sync_call is None:
                 self._sync_call = self._clock.callLater(self._sync_timeout, self._on_sync_timer)
 
-    def _buffered(self, pos: int, size: int) -> int:
-        """
-        The offset in the read buffer of ``size`` bytes of the read segment
-        at ``pos``, reading more if need be; -1 if the segment ends first.
-        """
-        offset = pos - self._rbuf_pos
-        if offset < 0 or offset + size > len(self._rbuf):
-            assert self._read_fd is not None
-            try:
-                self._rbuf = os.pread(self._read_fd, max(size, READ_CHUNK), pos)
-            except OSError:
-                self._rbuf = b""
-            self._rbuf_pos = pos
-            offset = 0
-            if len(self._rbuf) < size:
-                return -1
-        return offset
-
     def _open_read_file(self) -> bool:
         """Open the segment to read; a missing one is skipped (``False``)."""
-        self._close_read_file()
         number = self._read_file
         path = self._path(segment_file_name(self.name, number))
         try:
-            self._read_fd = os.open(path, os.O_RDONLY)
+            self._reader.open(path, number)
         except OSError as error:
             _log.error(
                 "DISKQUEUE({name}) unable to open {file} - {error}; skipping it",
@@ -1051,16 +743,7 @@ class DiskQueue:
             )
             self._skip_read_file()
             return False
-        self._read_fd_file = number
         return True
-
-    def _complete_file_end(self) -> int:
-        """The size of the segment being read, now that it is complete."""
-        end = self._read_end
-        if end is None:
-            assert self._read_fd is not None
-            end = self._read_end = os.fstat(self._read_fd).st_size
-        return end
 
     def _next_read_file(self) -> None:
         """The segment is read: delete it and go on to the next."""
@@ -1127,7 +810,7 @@ class DiskQueue:
                 depth=self._depth,
             )
             self._depth = 0
-        self._forget_copies()
+        self._skips.forget()
         if self._read_file > self._write_file:
             self._write_file = self._read_file
             self._write_pos = 0
@@ -1147,57 +830,16 @@ class DiskQueue:
         self._read_file = self._write_file
         self._read_pos = 0
         self._depth = 0
-        self._forget_copies()
-
-    def _forget_copies(self) -> None:
-        self._held_copies.clear()
-        self._runs.clear()
-        self._copies = 0
-        self._unread_copies = {}
+        self._skips.forget()
 
     def _segment_numbers(self) -> List[int]:
-        """The numbers of this queue's segment files, sorted."""
-        try:
-            names = os.listdir(self._directory or ".")
-        except OSError:
-            return []
-        numbers = []
-        for filename in names:
-            parsed = parse_segment_file_name(filename)
-            if parsed is not None and parsed[0] == self.name:
-                numbers.append(parsed[1])
-        numbers.sort()
-        return numbers
-
-    def _quarantine(self, path: str) -> None:
-        """Set an unreadable file aside as ``.bad`` (never delete it)."""
-        try:
-            os.rename(path, path + ".bad")
-        except OSError:
-            pass
+        return segment_numbers(self._directory, self.name)
 
     def _remove(self, filename: str) -> None:
-        try:
-            os.unlink(self._path(filename))
-        except FileNotFoundError:
-            pass
-        except OSError as error:
-            _log.error(
-                "DISKQUEUE({name}) failed to remove {file} - {error}",
-                name=self.name,
-                file=filename,
-                error=error,
-            )
+        remove_file(self._directory, self.name, filename)
 
     def _close_read_file(self) -> None:
-        fd = self._read_fd
-        if fd is not None:
-            self._read_fd = None
-            os.close(fd)
-        self._read_fd_file = -1
-        self._read_end = None
-        self._rbuf = b""
-        self._rbuf_pos = 0
+        self._reader.close()
 
     def _close_write_file(self) -> None:
         fd = self._write_fd

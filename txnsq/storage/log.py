@@ -68,6 +68,7 @@ from txnsq.storage.log_format import (
     segment_file_name,
 )
 from txnsq.storage.log_format import last_whole_end, record_start_at_or_before
+from txnsq.storage.log_retention import LogRetention
 from txnsq.storage.sync_worker import SyncWorker
 
 __all__ = [
@@ -76,7 +77,6 @@ __all__ = [
     "PartitionStats",
     "RecordTooLarge",
     "SegmentInfo",
-    "TopicLog",
 ]
 
 #: Default segment size (MetaQ's default is 1 GiB; smaller segments make
@@ -174,75 +174,6 @@ class _Segment:
         return SegmentInfo(self.base, self.end, self.size, self.newest, self.sealed)
 
 
-class _Retention:
-    """
-    Deletes whole segments, oldest first, across a set of partitions (a
-    topic): by bytes after any append that takes the total past the
-    threshold, by age on a timer and after each roll.
-    """
-
-    def __init__(
-        self,
-        clock: Any,
-        retention_bytes: Optional[int],
-        retention_age: Optional[float],
-        check_interval: float,
-    ) -> None:
-        self.clock = clock
-        self.limit = retention_bytes
-        self.age = retention_age
-        self.check_interval = check_interval
-        self.logs: List[PartitionLog] = []
-        self.total = 0
-        self.threshold = float("inf")
-        self._call: Any = None
-
-    def start(self, logs: List["PartitionLog"]) -> None:
-        self.logs = logs
-        self.total = sum(log.retained_bytes for log in logs)
-        self.enforce()
-
-    def grew(self, count: int) -> None:
-        self.total += count
-        if self.total >= self.threshold:
-            self.enforce()
-
-    def enforce(self) -> None:
-        if self.age is not None:
-            cutoff = int((self.clock.seconds() - self.age) * 1e9)
-            for log in self.logs:
-                log._expire(cutoff)
-        limit = self.limit
-        if limit is not None:
-            while True:
-                oldest = self._oldest()
-                if oldest is None or self.total - oldest[1].size < limit:
-                    break
-                oldest[0]._drop_first_segment("retention bytes %d exceeded" % (limit,))
-        oldest = self._oldest() if limit is not None else None
-        self.threshold = float("inf") if oldest is None or limit is None else limit + oldest[1].size
-        if self.age is not None and self._call is None:
-            self._call = self.clock.callLater(self.check_interval, self._tick)
-
-    def _oldest(self) -> Optional[Tuple["PartitionLog", _Segment]]:
-        best: Optional[Tuple[PartitionLog, _Segment]] = None
-        for log in self.logs:
-            segment = log._oldest_sealed()
-            if segment is not None and (best is None or segment.newest < best[1].newest):
-                best = (log, segment)
-        return best
-
-    def _tick(self) -> None:
-        self._call = None
-        self.enforce()
-
-    def stop(self) -> None:
-        if self._call is not None:
-            if self._call.active():
-                self._call.cancel()
-            self._call = None
-
-
 class PartitionLog:
     """
     One partition's log in ``directory`` (created if need be).
@@ -277,7 +208,7 @@ class PartitionLog:
         retention_age: Optional[float] = None,
         sync_worker: Optional[SyncWorker] = None,
         retention_check_interval: float = RETENTION_CHECK_INTERVAL,
-        _retention: Optional[_Retention] = None,
+        _retention: Optional[LogRetention] = None,
     ) -> None:
         if not 0 < segment_bytes < SEAL_LIMIT:
             raise ValueError("segment_bytes must be between 1 and %d" % (SEAL_LIMIT - 1,))
@@ -309,8 +240,8 @@ class PartitionLog:
         os.makedirs(directory, exist_ok=True)
         self._open()
         if _retention is None and (retention_bytes is not None or retention_age is not None):
-            _retention = _Retention(clock, retention_bytes, retention_age, retention_check_interval)
-            self._retention: Optional[_Retention] = _retention
+            _retention = LogRetention(clock, retention_bytes, retention_age, retention_check_interval)
+            self._retention: Optional[LogRetention] = _retention
             _retention.start([self])
         else:
             self._retention = _retention
@@ -933,127 +864,6 @@ class PartitionLog:
                 os.rename(self._path(filename), self._path(filename) + ".bad")
             except FileNotFoundError:
                 pass
-
-
-class TopicLog:
-    """
-    A topic's retained log: ``partitions`` partition logs in
-    ``directory/TOPIC-N`` (MetaQ's layout), appended to in turn, with
-    retention over the whole topic.
-
-    The segment size is capped at ``retention_bytes / partitions`` so that
-    the segments still written to never hold more than the limit between
-    them: the topic then never holds more than ``retention_bytes`` plus
-    one segment.  Other parameters are :class:`PartitionLog`'s.
-    """
-
-    def __init__(
-        self,
-        directory: str,
-        topic: str,
-        partitions: int,
-        clock: Any,
-        segment_bytes: int = SEGMENT_BYTES,
-        index_interval: int = INDEX_INTERVAL,
-        sync_every: int = 2500,
-        sync_timeout: float = 2.0,
-        retention_bytes: Optional[int] = None,
-        retention_age: Optional[float] = None,
-        sync_worker: Optional[SyncWorker] = None,
-        retention_check_interval: float = RETENTION_CHECK_INTERVAL,
-    ) -> None:
-        if partitions < 1:
-            raise ValueError("a topic has at least one partition")
-        if retention_bytes is not None:
-            segment_bytes = max(1, min(segment_bytes, retention_bytes // partitions))
-        self.topic = topic
-        self._retention: Optional[_Retention] = None
-        if retention_bytes is not None or retention_age is not None:
-            self._retention = _Retention(
-                clock, retention_bytes, retention_age, retention_check_interval
-            )
-        self.partitions: List[PartitionLog] = [
-            PartitionLog(
-                os.path.join(directory, "%s-%d" % (topic, number)),
-                clock,
-                name="%s-%d" % (topic, number),
-                segment_bytes=segment_bytes,
-                index_interval=index_interval,
-                sync_every=sync_every,
-                sync_timeout=sync_timeout,
-                sync_worker=sync_worker,
-                _retention=self._retention,
-            )
-            for number in range(partitions)
-        ]
-        if self._retention is not None:
-            self._retention.start(self.partitions)
-        self._next = 0
-
-    def append(self, msg_id: bytes, flag: int, data: bytes, timestamp_ns: int) -> Tuple[int, int]:
-        """
-        Append one record to the next partition in turn: ``(partition, offset)``.
-
-        :raises OSError: as :meth:`append_many`.
-        """
-        number = self._next
-        offset = self.partitions[number].append(msg_id, flag, data, timestamp_ns)
-        self._next = (number + 1) % len(self.partitions)
-        return number, offset
-
-    def append_many(self, records: Sequence[_Record], timestamp_ns: int) -> Tuple[int, int]:
-        """
-        Append a batch (an MPUB) to the next partition in turn, with one
-        write: ``(partition, offset of the first record)``.
-
-        :raises OSError: it could not be written; the partition is unchanged
-            and the next batch goes to the same partition's turn again.
-        """
-        number = self._next
-        offset = self.partitions[number].append_many(records, timestamp_ns)
-        self._next = (number + 1) % len(self.partitions)
-        return number, offset
-
-    def append_id_batch(
-        self, ids: Sequence[int], bodies: Sequence[bytes], timestamp_ns: int
-    ) -> Tuple[int, int]:
-        """
-        Append NSQ messages (a PUB run or an MPUB; ids as integers) to the
-        next partition in turn, with one write: ``(partition, offset of
-        the first record)``.
-
-        :raises OSError: as :meth:`append_many`.
-        """
-        number = self._next
-        offset = self.partitions[number].append_id_batch(ids, bodies, timestamp_ns)
-        self._next = (number + 1) % len(self.partitions)
-        return number, offset
-
-    @property
-    def retained_bytes(self) -> int:
-        """Bytes of records retained over every partition."""
-        return sum(partition.retained_bytes for partition in self.partitions)
-
-    def stats(self) -> List[PartitionStats]:
-        """Each partition's offsets, bytes and segment count."""
-        return [partition.stats() for partition in self.partitions]
-
-    def enforce_retention(self) -> None:
-        """Delete what the topic's retention no longer keeps."""
-        if self._retention is not None:
-            self._retention.enforce()
-
-    def sync(self) -> None:
-        """Sync every partition now."""
-        for partition in self.partitions:
-            partition.sync()
-
-    def close(self) -> None:
-        """Stop the retention timer; sync and close every partition."""
-        if self._retention is not None:
-            self._retention.stop()
-        for partition in self.partitions:
-            partition.close()
 
 
 def _write_all(fd: int, data: bytes) -> None:

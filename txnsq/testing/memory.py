@@ -36,7 +36,8 @@ from twisted.python.failure import Failure
 
 from txnsq.addresses import split_host_port
 from txnsq.nsqd.broker import Broker
-from txnsq.nsqd.options import NSQDOptions, parse_nsqd_args
+from txnsq.nsqd.flags import parse_nsqd_args
+from txnsq.nsqd.options import NSQDOptions
 from txnsq.nsqd.tcp import NSQDFactory, ServerFeatures
 from txnsq.storage.memory import MemoryStorage
 

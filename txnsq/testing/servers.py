@@ -37,7 +37,8 @@ from twisted.internet.defer import Deferred, inlineCallbacks, maybeDeferred
 from twisted.python.failure import Failure
 
 from txnsq.nsqd.broker import Broker
-from txnsq.nsqd.options import NSQDOptions, parse_nsqd_args
+from txnsq.nsqd.flags import parse_nsqd_args
+from txnsq.nsqd.options import NSQDOptions
 from txnsq.nsqd.service import NSQDService
 from txnsq.nsqlookupd.core import NSQLookupd
 from txnsq.nsqlookupd.options import NSQLookupdOptions, parse_nsqlookupd_args
