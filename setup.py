@@ -17,6 +17,16 @@ def _extensions() -> list:
         return []
     return [
         Extension(
+            "txnsq.protocol._v2",
+            ["txnsq/protocol/_v2.c"],
+            optional=True,
+        ),
+        Extension(
+            "txnsq.protocol._message",
+            ["txnsq/protocol/_message.c"],
+            optional=True,
+        ),
+        Extension(
             "txnsq.storage._log_format",
             ["txnsq/storage/_log_format.c"],
             optional=True,
