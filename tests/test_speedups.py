@@ -4,12 +4,26 @@ from __future__ import annotations
 
 import os
 import platform
+import struct
 import sys
-from typing import Dict, Optional
+from contextlib import contextmanager
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from twisted.internet.address import IPv4Address
+from twisted.internet.task import Clock
+from twisted.internet.testing import StringTransport
 from twisted.trial.unittest import SynchronousTestCase
 
 from txnsq import speedups
+from txnsq.nsqd import channel, tcp, topic
+from txnsq.nsqd.broker import Broker
+from txnsq.nsqd.options import NSQDOptions
+from txnsq.nsqd.tcp import NSQDFactory
+from txnsq.protocol import message, v2
+from txnsq.protocol.frames import FrameParser
+from txnsq.storage.memory import MemoryStorage
 
 _ON_CPYTHON = platform.python_implementation() == "CPython"
 
@@ -96,3 +110,149 @@ class HotPathTests(SynchronousTestCase):
         for pure in speedups.COMPILED_MODULES:
             __import__(pure)
             self.assertTrue(hasattr(sys.modules[pure], "compiled"), pure)
+
+
+# ---------------------------------------------------------------------------
+# Whole sessions through nsqd's adapter and core, on both paths
+
+_TOPICS = [b"t", b"t", b"t", b"t", b"u", b"u", b"bad topic"]
+
+
+@st.composite
+def _session(draw: Callable[..., Any]) -> List[Tuple[Any, ...]]:
+    """What a publisher and a consumer do, one step at a time."""
+    steps: List[Tuple[Any, ...]] = []
+    for _ in range(draw(st.integers(1, 30))):
+        kind = draw(st.sampled_from(["pub", "pub", "mpub", "mpub", "rdy", "fin", "fin", "fin", "req", "touch", "advance", "advance", "junk"]))
+        cut = draw(st.integers(0, 400))
+        if kind in ("pub", "mpub"):
+            bodies = draw(st.lists(st.binary(min_size=0, max_size=60), min_size=1, max_size=6 if kind == "mpub" else 1))
+            steps.append((kind, draw(st.sampled_from(_TOPICS)), bodies, cut))
+        elif kind == "rdy":
+            steps.append((kind, draw(st.integers(0, 8)), cut))
+        elif kind in ("fin", "touch"):
+            steps.append((kind, draw(st.lists(st.integers(0, 40), min_size=1, max_size=5)), cut))
+        elif kind == "req":
+            steps.append((kind, draw(st.integers(0, 40)), draw(st.integers(0, 3000)), cut))
+        elif kind == "advance":
+            steps.append((kind, draw(st.sampled_from([0.0, 0.5, 30.0, 61.0]))))
+        else:
+            steps.append((kind, draw(st.binary(max_size=12)), cut))
+    return steps
+
+
+def _frame_ids(data: bytes) -> List[bytes]:
+    """The message ids of the message frames in ``data``."""
+    ids = []
+    for frame_type, payload in FrameParser().feed(data):
+        if frame_type == 2:
+            ids.append(payload[10:26])
+    return ids
+
+
+def _play(steps: List[Tuple[Any, ...]]) -> List[Any]:
+    """Run a session against a fresh broker; everything written, step by step, and the end state."""
+    clock = Clock()
+    clock.advance(1700000000)
+    options = NSQDOptions()
+    options.node_id = 7
+    broker = Broker(options, clock, MemoryStorage())
+    factory = NSQDFactory(broker, clock)
+    connections = []
+    for port in (40001, 40002):
+        transport = StringTransport(peerAddress=IPv4Address("TCP", "127.0.0.1", port))
+        protocol = factory.buildProtocol(transport.getPeer())
+        protocol.makeConnection(transport)
+        protocol.dataReceived(b"  V2")
+        connections.append((protocol, transport))
+    (publisher, pub_out), (consumer, sub_out) = connections
+    consumer.dataReceived(b"SUB t c\n")
+    received: List[bytes] = []
+    record: List[Any] = []
+
+    def send(protocol: Any, data: bytes, cut: int) -> None:
+        point = cut % (len(data) + 1)
+        protocol.dataReceived(data[:point])
+        protocol.dataReceived(data[point:])
+
+    def message_id(index: int) -> bytes:
+        return received[index % len(received)] if received else b"0123456789abcdef"
+
+    for step in steps:
+        kind = step[0]
+        if kind == "pub":
+            _, topic, bodies, cut = step
+            send(publisher, b"PUB " + topic + b"\n" + struct.pack(">i", len(bodies[0])) + bodies[0], cut)
+        elif kind == "mpub":
+            _, topic, bodies, cut = step
+            payload = struct.pack(">i", len(bodies)) + b"".join(struct.pack(">i", len(body)) + body for body in bodies)
+            send(publisher, b"MPUB " + topic + b"\n" + struct.pack(">i", len(payload)) + payload, cut)
+        elif kind == "rdy":
+            send(consumer, b"RDY %d\n" % (step[1],), step[2])
+        elif kind in ("fin", "touch"):
+            verb = b"FIN " if kind == "fin" else b"TOUCH "
+            send(consumer, b"".join(verb + message_id(index) + b"\n" for index in step[1]), step[2])
+        elif kind == "req":
+            send(consumer, b"REQ " + message_id(step[1]) + b" %d\n" % (step[2],), step[3])
+        elif kind == "advance":
+            clock.advance(step[1])
+        else:
+            send(consumer, step[1] + b"\n", step[2])
+        clock.advance(0)
+        written = (pub_out.value(), sub_out.value())
+        pub_out.clear()
+        sub_out.clear()
+        received.extend(_frame_ids(written[1]))
+        record.append((step, written, bool(pub_out.disconnecting), bool(sub_out.disconnecting)))
+    channel = broker.get_topic("t").get_channel("c")
+    record.append((channel.depth(), channel.in_flight_count, channel.requeue_count, channel.message_count))
+    return record
+
+
+class SessionTests(SynchronousTestCase):
+    """The same sessions through nsqd's V2 adapter on the compiled and the pure path."""
+
+    def setUp(self) -> None:
+        if v2.compiled is None or message.compiled is None:
+            self.skipTest("the compiled modules are not built here")
+
+    @contextmanager
+    def pure(self) -> Iterator[None]:
+        """The pure Python in every place nsqd took a compiled function from, until the block ends."""
+        replacements = [
+            (tcp, "V2CommandParser", v2.PureV2CommandParser),
+            (topic, "encode_message", message.pure_encode_message),
+            (channel, "with_attempts", message.pure_with_attempts),
+            (channel, "_COMPILED_WITH_ATTEMPTS", None),
+        ]
+        saved = [(module, name, getattr(module, name)) for module, name, _ in replacements]
+        for module, name, value in replacements:
+            setattr(module, name, value)
+        try:
+            yield
+        finally:
+            for module, name, value in saved:
+                setattr(module, name, value)
+
+    @settings(max_examples=150, deadline=None)
+    @given(_session())
+    def test_same_bytes(self, steps: List[Tuple[Any, ...]]) -> None:
+        """Any session writes the same bytes to both clients, step by step, and leaves the same channel."""
+        self.assertIsNot(tcp.V2CommandParser, v2.PureV2CommandParser)
+        compiled = _play(steps)
+        with self.pure():
+            pure = _play(steps)
+        self.assertEqual(compiled, pure)
+
+    def test_patch_reaches_the_adapter(self) -> None:
+        """The pure run does use the pure parser, and the compiled one is back after it."""
+        clock = Clock()
+        factory = NSQDFactory(Broker(NSQDOptions(), clock, MemoryStorage()), clock)
+        for expected in (v2.PureV2CommandParser, v2.CompiledV2CommandParser):
+            if expected is v2.PureV2CommandParser:
+                with self.pure():
+                    protocol = factory.buildProtocol(IPv4Address("TCP", "127.0.0.1", 1))
+            else:
+                protocol = factory.buildProtocol(IPv4Address("TCP", "127.0.0.1", 1))
+            protocol.makeConnection(StringTransport())
+            self.assertIs(type(protocol._parser), expected)
