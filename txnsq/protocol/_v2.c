@@ -10,6 +10,10 @@
  * reference: tests/test_protocol_v2_speedups.py feeds both parsers the
  * same streams and requires the same commands, errors and state.
  * PyPy runs the pure Python.
+ *
+ * Each kernel reads the parser's own bytearray through a pointer taken
+ * once per call: nothing else holds that bytearray, so no code that an
+ * allocation may run (a collection, a finalizer) can resize it meanwhile.
  */
 
 #define PY_SSIZE_T_CLEAN
