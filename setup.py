@@ -17,6 +17,16 @@ def _extensions() -> list:
         return []
     return [
         Extension(
+            "txnsq.protocol._v2",
+            ["txnsq/protocol/_v2.c"],
+            optional=True,
+        ),
+        Extension(
+            "txnsq.protocol._message",
+            ["txnsq/protocol/_message.c"],
+            optional=True,
+        ),
+        Extension(
             "txnsq.storage._log_format",
             ["txnsq/storage/_log_format.c"],
             optional=True,
@@ -56,6 +66,8 @@ setup(
         "test": ["mypy>=1.5", "mypy-zope>=1.0", "prometheus_client>=0.17", "hypothesis>=6.0"],
         # ISA-L's CRC32 for the retained log's record checksums.
         "speedups": ["isal>=1.0"],
+        # bench/cost_curves.py --plot draws its curves with matplotlib.
+        "bench": ["matplotlib>=3.5"],
         # Spark 4's Python Data Source API moves rows through Arrow (and pandas).
         "spark": ["pyspark>=4.0", "pyarrow>=11.0", "pandas>=2.0,<3"],
     },

@@ -24,6 +24,8 @@ Run by hand; not part of the test suite::
     python bench/hot_path.py
     python bench/hot_path.py --count 500000 --storage disk
     python bench/hot_path.py --profile 25      # cProfile of the drain phase
+    TXNSQ_NO_EXTENSIONS=1 python bench/hot_path.py   # the pure-Python path on CPython
+    valgrind --tool=callgrind python bench/hot_path.py --phases 1   # instructions: N minus N-1 phases
 
 It imports txnsq (run it from a venv where txnsq is installed, or from the
 repository's root). Its figures are µs of CPU per message; compare runs
@@ -51,6 +53,7 @@ from twisted.internet.task import Clock  # noqa: E402
 from txnsq.nsqd.broker import Broker  # noqa: E402
 from txnsq.nsqd.options import NSQDOptions  # noqa: E402
 from txnsq.nsqd.tcp import NSQDFactory, NSQDProtocol  # noqa: E402
+from txnsq.speedups import hot_path  # noqa: E402
 from txnsq.storage.plugins import get_storage_backend  # noqa: E402
 
 _U32 = struct.Struct(">I")
@@ -157,6 +160,9 @@ def main() -> None:
                         help="gc.freeze() once the broker is set up, as nsqd does")
     parser.add_argument("--profile", type=int, default=0, metavar="TOP",
                         help="cProfile the drain phase and print the TOP functions")
+    parser.add_argument("--phases", type=int, default=3, choices=(0, 1, 2, 3),
+                        help="run only the first N phases (for instruction counts per phase: "
+                             "run under callgrind with N and N-1 and subtract)")
     args = parser.parse_args()
 
     clock = Clock()
@@ -201,8 +207,14 @@ def main() -> None:
             feed(fins)
         return received
 
+    if args.phases < 1:
+        return
     pub_seconds, published = timed(publish, 0)
+    if args.phases < 2:
+        return
     drain_seconds, drained = timed(drain, args.profile)
+    if args.phases < 3:
+        return
 
     # Pass-through: the consumer is there first.
     through, through_out = connect(factory, 3)
@@ -222,8 +234,8 @@ def main() -> None:
         return received
 
     through_seconds, passed = timed(pass_through, 0)
-    print("%d × %d B, MPUB × %d (%d per read), RDY %d, --storage %s, %s" % (
-        count, args.size, args.batch, args.chunk, args.rdy, args.storage, sys.version.split()[0]))
+    print("%d × %d B, MPUB × %d (%d per read), RDY %d, --storage %s, %s, hot path: %s" % (
+        count, args.size, args.batch, args.chunk, args.rdy, args.storage, sys.version.split()[0], hot_path()))
     print("phase          messages   µs/msg   msg/s (one core)")
     for name, seconds, n in (("publish", pub_seconds, published),
                              ("drain", drain_seconds, drained),

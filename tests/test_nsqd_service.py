@@ -121,6 +121,26 @@ class EmbeddedServiceTests(TestCase):
         self.assertEqual(len(client.frames), 2)
 
     @inlineCallbacks
+    def test_start_logs_hot_path(self) -> Any:
+        """At start nsqd logs one line saying which hot path (compiled or pure Python) is in use."""
+        from twisted.logger import formatEvent, globalLogPublisher
+
+        from txnsq.speedups import hot_path
+
+        lines: List[str] = []
+
+        def observe(event: Any) -> None:
+            lines.append(formatEvent(event))
+
+        globalLogPublisher.addObserver(observe)
+        self.addCleanup(globalLogPublisher.removeObserver, observe)
+        nsqd = self.make_service("--storage=memory")
+        nsqd.startService()
+        self.addCleanup(nsqd.stopService)
+        yield nsqd.whenListening()
+        self.assertEqual([line for line in lines if line.startswith("hot path: ")], ["hot path: " + hot_path()])
+
+    @inlineCallbacks
     def test_port_in_use_fails(self) -> Any:
         """whenListening fails when the TCP address is taken."""
         taken = socket.socket()

@@ -7,7 +7,7 @@ import re
 from twisted.trial.unittest import SynchronousTestCase
 
 from tests.integration.nsqd_process import GNSQ_NSQD_VERSION
-from txnsq import __version__
+from txnsq import __version__, speedups
 from txnsq.version import NSQ_VERSION, TXNSQ_VERSION, build_token, version_string
 
 
@@ -30,10 +30,13 @@ class VersionStringTests(SynchronousTestCase):
     """version_string is Go's ``--version`` line with the NSQ level implemented."""
 
     def test_nsq_level(self) -> None:
-        """The version reported is NSQ 1.3.0; txnsq's own is in the build token."""
+        """The version reported is NSQ 1.3.0; txnsq's own and the hot path in use are in the build token."""
         self.assertEqual(NSQ_VERSION, "1.3.0")
         self.assertEqual(TXNSQ_VERSION, __version__)
-        self.assertEqual(version_string("nsqd"), "nsqd v1.3.0 (built w/%s)" % (build_token(),))
+        self.assertEqual(
+            version_string("nsqd"),
+            "nsqd v1.3.0 (built w/%s-%s)" % (build_token(), speedups.hot_path_token()),
+        )
 
     def test_gnsq_pattern(self) -> None:
         """Every daemon's line matches the pattern gnsq's harness requires (with its name)."""

@@ -11,7 +11,9 @@ reports a version (``--version``, ``/info``, the IDENTIFY reply, lookupd
 registration, ``/stats``), txnsq reports the NSQ release whose protocol and
 behaviour it implements, :data:`NSQ_VERSION`, and names itself in the build
 token (``nsqd v1.3.0 (built w/txnsq-0.1.0-cpython-3.11.7)``) and in a
-``txnsq_version`` field of ``/info``.
+``txnsq_version`` field of ``/info``.  The ``--version`` line adds which
+hot path runs, ``-compiled`` or ``-pure`` (:mod:`txnsq.speedups`):
+``nsqd v1.3.0 (built w/txnsq-0.1.0-cpython-3.11.7-compiled)``.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from __future__ import annotations
 import platform
 import re
 
-from txnsq import __version__
+from txnsq import __version__, speedups
 
 __all__ = ["NSQ_VERSION", "TXNSQ_VERSION", "build_token", "version_string"]
 
@@ -46,5 +48,9 @@ def build_token(
 
 
 def version_string(program: str) -> str:
-    """``nsqd v1.3.0 (built w/txnsq-0.1.0-cpython-3.11.7)``, as Go prints it."""
-    return "%s v%s (built w/%s)" % (program, NSQ_VERSION, build_token())
+    """
+    ``nsqd v1.3.0 (built w/txnsq-0.1.0-cpython-3.11.7-compiled)``: Go's
+    line, the build token followed by the hot path in use
+    (:func:`txnsq.speedups.hot_path_token`).
+    """
+    return "%s v%s (built w/%s-%s)" % (program, NSQ_VERSION, build_token(), speedups.hot_path_token())

@@ -24,6 +24,7 @@ from tests.integration.conformance import (
     select_cases,
 )
 from tests.integration.nsqd_process import GNSQ_NSQD_VERSION, ExitStatus, NSQDProcess, free_port, run_nsqd
+from txnsq.speedups import hot_path_token
 from txnsq.version import NSQ_VERSION, TXNSQ_VERSION
 
 #: Recorded cases replayed against the process (a sample across the
@@ -120,9 +121,10 @@ class NSQDProcessTests(TestCase):
 
     @inlineCallbacks
     def test_version(self) -> Any:
-        """``nsqd --version`` prints ``nsqd v1.3.0 (built w/txnsq-<version>-<impl>-<pyversion>)`` and exits 0."""
-        expected = "nsqd v1.3.0 (built w/txnsq-%s-%s-%s)\n" % (
-            TXNSQ_VERSION, platform.python_implementation().lower(), platform.python_version())
+        """``nsqd --version`` prints ``nsqd v1.3.0 (built w/txnsq-<version>-<impl>-<pyversion>-<hot path>)`` and exits 0."""
+        expected = "nsqd v1.3.0 (built w/txnsq-%s-%s-%s-%s)\n" % (
+            TXNSQ_VERSION, platform.python_implementation().lower(), platform.python_version(),
+            hot_path_token())
         for flag in ("--version", "-version"):
             status, out, err = yield run_nsqd([flag], cwd=self.cwd())
             self.assertEqual((status, out.decode()), (ExitStatus(0, None), expected), err.decode())

@@ -25,6 +25,7 @@ from tests.integration.conformance import (
     select_cases,
 )
 from tests.integration.nsqd_process import GNSQ_NSQD_VERSION, ExitStatus, NSQLookupdProcess, run_nsqlookupd
+from txnsq.speedups import hot_path_token
 from txnsq.version import NSQ_VERSION, TXNSQ_VERSION
 
 LOOPBACK = ["--tcp-address=127.0.0.1:0", "--http-address=127.0.0.1:0"]
@@ -73,10 +74,11 @@ class NSQLookupdProcessTests(TestCase):
     def test_version(self) -> Any:
         """--version prints the version line on standard output and exits 0."""
         status, out, err = yield run_nsqlookupd(["--version"], cwd=self.cwd())
-        expected = "nsqlookupd v1.3.0 (built w/txnsq-%s-%s-%s)\n" % (
+        expected = "nsqlookupd v1.3.0 (built w/txnsq-%s-%s-%s-%s)\n" % (
             TXNSQ_VERSION,
             platform.python_implementation().lower(),
             platform.python_version(),
+            hot_path_token(),
         )
         self.assertEqual((status, out.decode()), (ExitStatus(0, None), expected), err.decode())
         # gnsq's harness reads nsqlookupd's line with nsqd's pattern, named for it.

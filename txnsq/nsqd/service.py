@@ -19,6 +19,7 @@ from twisted.internet.defer import Deferred, maybeDeferred, succeed
 from twisted.logger import Logger
 
 from txnsq.cli import version_string
+from txnsq.speedups import hot_path
 from txnsq.http.site import GoSite
 from txnsq.nsqd.broker import Broker
 from txnsq.nsqd.http import NSQDHTTPAPI
@@ -361,10 +362,11 @@ class NSQDService(MultiService):
             self.lookup.startService()
 
     def _log_start(self) -> None:
-        """Log the version and node ID, once."""
+        """Log the version, the hot path in use and the node ID, once."""
         if not self._start_logged:
             self._start_logged = True
             self._log.info("{version}", version=version_string("nsqd"))
+            self._log.info("hot path: {hot_path}", hot_path=hot_path())
             self._log.info("ID: {node_id}", node_id=self.options.node_id)
 
     def listeners(self) -> List[ListeningService]:

@@ -11,16 +11,21 @@ read and rewrite fields without decoding the whole payload.
 from __future__ import annotations
 
 import struct
-from typing import Tuple
+from typing import Any, Tuple
+
+from txnsq import speedups
 
 __all__ = [
     "MESSAGE_HEADER_LENGTH",
     "MESSAGE_ID_LENGTH",
+    "compiled",
     "decode_message",
     "encode_message",
     "message_attempts",
     "message_id",
     "message_timestamp",
+    "pure_encode_message",
+    "pure_with_attempts",
     "with_attempts",
 ]
 
@@ -81,3 +86,16 @@ def message_timestamp(data: bytes) -> int:
 def with_attempts(data: bytes, attempts: int) -> bytes:
     """A copy of the payload with its attempts counter set to ``attempts``."""
     return data[:8] + _pack_attempts(attempts) + data[10:]
+
+
+#: The pure-Python encoders: the reference the compiled ones
+#: (``txnsq/protocol/_message.c``) are tested against byte for byte, and
+#: what those call for any input outside their fast case.
+pure_encode_message = encode_message
+pure_with_attempts = with_attempts
+
+#: The compiled module in use, or ``None`` (pure Python).
+compiled: Any = speedups.load("txnsq.protocol._message")
+if compiled is not None:
+    encode_message = compiled.encode_message  # noqa: F811
+    with_attempts = compiled.with_attempts  # noqa: F811

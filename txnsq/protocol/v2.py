@@ -26,8 +26,9 @@ parameters with Go's texts once the caller has made its state checks.
 from __future__ import annotations
 
 import struct
-from typing import Callable, Dict, List, Optional, Tuple, Union
+from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
+from txnsq import speedups
 from txnsq.protocol.errors import LineTooLong, ProtocolError, go_quote, protocol_error
 from txnsq.protocol.message import MESSAGE_ID_LENGTH
 from txnsq.protocol.names import is_valid_name
@@ -35,10 +36,13 @@ from txnsq.protocol.names import is_valid_name
 __all__ = [
     "BODY_COMMANDS",
     "Command",
+    "CompiledV2CommandParser",
     "LineTooLong",
     "MAX_LINE_LENGTH",
     "Precheck",
+    "PureV2CommandParser",
     "V2CommandParser",
+    "compiled",
     "parse_base10",
     "parse_fin",
     "parse_rdy",
@@ -744,3 +748,117 @@ class V2CommandParser:
             error = protocol_error("E_BAD_BODY", "%s failed to read %s" % (verb, what))
         self._die()
         return error
+
+
+# ---------------------------------------------------------------------------
+# The compiled path
+
+#: The pure-Python parser: the reference the compiled one is tested
+#: against, and what PyPy (or CPython without the extension) runs.
+PureV2CommandParser = V2CommandParser
+
+#: The compiled kernels (``txnsq/protocol/_v2.c``), or ``None`` (pure Python).
+compiled: Any = speedups.load("txnsq.protocol._v2")
+
+_fin_ids: Any = compiled.fin_ids if compiled is not None else None
+_split_line: Any = compiled.split_line if compiled is not None else None
+_pub_body: Any = compiled.pub_body if compiled is not None else None
+_mpub_bodies: Any = compiled.mpub_bodies if compiled is not None else None
+
+# What _mpub_bodies stopped at (see _v2.c).
+_MPUB_DONE = 0
+_MPUB_NEED_SIZE = 1
+_MPUB_NEED_BODY = 2
+
+
+class CompiledV2CommandParser(PureV2CommandParser):
+    """
+    :class:`PureV2CommandParser` with its per-command and per-message loops
+    in C (a line split on spaces, a run of FIN lines, a PUB's body, an
+    MPUB's bodies); every check, hook call and error text stays in the
+    Python of the pure parser, in the same order.  Only usable when
+    :data:`compiled` is not ``None``; :data:`V2CommandParser` is this
+    class then.
+    """
+
+    __slots__ = ()
+
+    def next_fin_ids(self) -> List[bytes]:
+        """As :meth:`PureV2CommandParser.next_fin_ids`."""
+        if self._cmd is not None or self._dead:
+            return []
+        ids: List[bytes]
+        ids, self._pos = _fin_ids(self._buf, self._pos)
+        return ids
+
+    def next_command(self) -> Optional[Command]:
+        """As :meth:`PureV2CommandParser.next_command`."""
+        if self._cmd is not None:
+            return self._resume()
+        if self._dead:
+            return None
+        line = _split_line(self._buf, self._pos)
+        if line is None:
+            if len(self._buf) - self._pos >= MAX_LINE_LENGTH:
+                self._die()
+                raise LineTooLong("no newline in %d bytes" % (MAX_LINE_LENGTH,))
+            return None
+        name: bytes
+        params: List[bytes]
+        name, params, pos = line
+        self._pos = pos
+        if name in BODY_COMMANDS:
+            if name == b"PUB" and params and self._early_check is None and params[0] in _VALID_TOPICS:
+                # The pure parser's fast path: a well-formed PUB all here.
+                found = _pub_body(self._buf, pos, self.max_msg_size)
+                if found is not None:
+                    if self._precheck is not None:
+                        try:
+                            go_on = self._precheck(name, params)
+                        except ProtocolError:
+                            self._die()
+                            raise
+                        if go_on is False:
+                            self._hold(Command(name, params), _SIZE)
+                            return None
+                    body, self._pos = found
+                    return Command(name, params, body)
+            return self._begin(name, params)
+        return Command(name, params)
+
+    def _mpub_messages(self, cmd: Command, buf: bytearray, pos: int, end: int, stage: int) -> Optional[Command]:
+        """As :meth:`PureV2CommandParser._mpub_messages`."""
+        bodies = cmd.body
+        assert isinstance(bodies, list)
+        if stage == _MSG_BODY:
+            stop = pos + self._need
+            if stop > end:
+                return None
+            bodies.append(_extract(buf, pos, stop))
+            self._hint -= stop - pos
+            pos = stop
+        status, stopped, value = _mpub_bodies(buf, pos, self._count - len(bodies), self.max_msg_size, bodies)
+        self._hint -= stopped - pos
+        if status == _MPUB_DONE:
+            self._pos = stopped
+            self._cmd = None
+            return cmd
+        if status == _MPUB_NEED_SIZE:
+            self._pos = stopped
+            self._stage = _MSG_SIZE
+            return None
+        if status == _MPUB_NEED_BODY:
+            self._pos = stopped
+            self._stage = _MSG_BODY
+            self._need = value
+            return None
+        if value <= 0:
+            raise self._fail(
+                "E_BAD_MESSAGE",
+                "MPUB invalid message(%d) body size %d" % (len(bodies), value),
+            )
+        raise self._fail("E_BAD_MESSAGE", "MPUB message too big %d > %d" % (value, self.max_msg_size))
+
+
+if compiled is not None:
+    V2CommandParser = CompiledV2CommandParser  # type: ignore[misc]

@@ -29,12 +29,12 @@ from __future__ import annotations
 
 import binascii
 import importlib
-import os
 import re
 import struct
 import zlib
 from typing import Any, Callable, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
+from txnsq import speedups
 from txnsq.storage.diskqueue_format import DiskFormatError
 
 
@@ -196,22 +196,8 @@ _ID_HEADER = struct.Struct(">iiQi")
 pure_encode_batch = encode_batch
 pure_encode_id_batch = encode_id_batch
 
-
-def _compiled() -> Any:
-    """
-    The compiled encoders' module, or ``None`` when it is not built (PyPy,
-    no C compiler at install) or ``TXNSQ_NO_EXTENSIONS`` is set.
-    """
-    if os.environ.get("TXNSQ_NO_EXTENSIONS"):
-        return None
-    try:
-        return importlib.import_module("txnsq.storage._log_format")
-    except ImportError:
-        return None
-
-
 #: The compiled module in use, or ``None`` (pure Python).
-compiled = _compiled()
+compiled: Any = speedups.load("txnsq.storage._log_format")
 if compiled is not None:
     encode_batch = compiled.encode_batch  # noqa: F811
     encode_id_batch = compiled.encode_id_batch  # noqa: F811
