@@ -69,6 +69,11 @@ FORBIDDEN = [
 #: ``NSQDOptions.validate``.
 ALLOWED = ["txnsq.cluster.options"]
 
+#: Modules outside txnsq.protocol that the protocol may import: the loader
+#: of the compiled speed-ups, which imports only the standard library (its
+#: compiled modules it finds by name, at run time).
+PROTOCOL_MAY_IMPORT = ["txnsq.speedups"]
+
 
 def _module_name(path: str) -> str:
     relative = os.path.relpath(path, os.path.dirname(_PACKAGE_DIR))
@@ -172,10 +177,21 @@ class LayeringTests(SynchronousTestCase):
                 continue
             for imported in sorted(self.graph.imports[name]):
                 if _within(imported, ["twisted", "zope"]) or (
-                    _within(imported, ["txnsq"]) and not _within(imported, ["txnsq.protocol"])
+                    _within(imported, ["txnsq"])
+                    and not _within(imported, ["txnsq.protocol"])
+                    and not _within(imported, PROTOCOL_MAY_IMPORT)
                 ):
                     wrong.append("%s imports %s" % (name, imported))
         self.assertEqual(wrong, [])
+
+    def test_protocol_exceptions_are_leaves(self) -> None:
+        """What the protocol may import from outside it imports no Twisted, zope or txnsq module itself."""
+        for name in PROTOCOL_MAY_IMPORT:
+            self.assertIn(name, self.graph.paths)
+            self.assertEqual(
+                [imported for imported in self.graph.imports[name] if _within(imported, ["twisted", "zope", "txnsq"])],
+                [],
+            )
 
     def test_core_reaches_no_adapter(self) -> None:
         """No core module imports the CLI or an adapter, directly or through another module."""

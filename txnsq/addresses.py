@@ -3,7 +3,10 @@
 Addresses the way Go reads and writes them: ``host:port`` with IPv6 hosts
 in brackets (``net.SplitHostPort``, ``net.JoinHostPort``), peers as
 ``RemoteAddr().String()`` for logs, stats and the ``remote_address``
-nsqlookupd reports, and client endpoints for such addresses.
+nsqlookupd reports, and client endpoints for such addresses.  The
+reading and writing of ``host:port`` itself is sans-IO
+(:mod:`txnsq.protocol.host_port`, re-exported here), so that code with no
+reactor (Spark's executors) reads addresses without importing Twisted.
 """
 
 from __future__ import annotations
@@ -14,6 +17,8 @@ from twisted.internet.abstract import isIPAddress, isIPv6Address
 from twisted.internet.address import IPv4Address, IPv6Address, UNIXAddress
 from twisted.internet.endpoints import HostnameEndpoint, TCP4ClientEndpoint, TCP6ClientEndpoint
 from twisted.internet.interfaces import IAddress, IStreamClientEndpoint
+
+from txnsq.protocol.host_port import join_host_port, split_host_port
 
 __all__ = ["client_endpoint", "go_address", "join_host_port", "split_host_port"]
 
@@ -34,32 +39,6 @@ def go_address(peer: Optional[IAddress]) -> Tuple[str, str]:
             name = name.decode("utf-8", "replace")
         return name or "@", ""
     return "", ""
-
-
-def split_host_port(address: str) -> Tuple[str, int]:
-    """
-    ``host:port`` or ``[v6]:port`` as Go's ``net.SplitHostPort`` reads it.
-
-    :raises ValueError: no port, or not a valid one.
-    """
-    host, colon, port = address.rpartition(":")
-    if not colon or not host or not port.isdigit():
-        raise ValueError("invalid address %r (want host:port)" % (address,))
-    if host.startswith("[") and host.endswith("]"):
-        host = host[1:-1]
-    elif ":" in host:
-        raise ValueError("invalid address %r (IPv6 hosts go in brackets)" % (address,))
-    number = int(port)
-    if number > 65535:
-        raise ValueError("invalid port in %r" % (address,))
-    return host, number
-
-
-def join_host_port(host: str, port: int) -> str:
-    """Go's ``net.JoinHostPort``: brackets around IPv6 hosts."""
-    if ":" in host:
-        return "[%s]:%d" % (host, port)
-    return "%s:%d" % (host, port)
 
 
 def client_endpoint(reactor: Any, host: str, port: int, timeout: float) -> IStreamClientEndpoint:

@@ -23,6 +23,8 @@ from typing import Any, Optional
 
 from twisted.internet.interfaces import IReactorTime
 
+from txnsq.protocol.message_id import NODE_ID_BITS, SEQUENCE_BITS, TWEPOCH
+
 __all__ = [
     "GUIDFactory",
     "NODE_ID_BITS",
@@ -32,10 +34,6 @@ __all__ = [
     "guid_timestamp",
 ]
 
-#: Go nsqd's epoch: (2012-10-28 16:23:42 UTC).UnixNano() >> 20.
-TWEPOCH = 1288834974288
-NODE_ID_BITS = 10
-SEQUENCE_BITS = 12
 _NODE_ID_SHIFT = SEQUENCE_BITS
 _TIMESTAMP_SHIFT = SEQUENCE_BITS + NODE_ID_BITS
 _SEQUENCE_MASK = (1 << SEQUENCE_BITS) - 1

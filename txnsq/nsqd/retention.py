@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
 
 from twisted.logger import Logger
 
-from txnsq.nsqd.guid import TWEPOCH
+from txnsq.protocol.message_id import TWEPOCH, id_time_threshold
 from txnsq.nsqd.topic import PublishError
 from txnsq.protocol.message import encode_message
 from txnsq.files import write_file_atomically
@@ -199,11 +199,6 @@ def parse_timestamp(text: str) -> int:
     return int(when.timestamp()) * 1000000000 + int(fraction or 0)
 
 
-def _guid_time(timestamp_ns: int) -> int:
-    """The id time (pseudo-ms since Go's epoch) of a wall time in ns."""
-    return max(0, (timestamp_ns >> 20) - TWEPOCH)
-
-
 class TopicRetention:
     """
     The retained log of one topic, and what it is set to.
@@ -364,7 +359,7 @@ class Rewind:
             for number, start in enumerate(starts)
             if start >= 0 and start < partitions[number].next_offset
         ]
-        self._since = None if since_ns is None else _guid_time(since_ns)
+        self._since = None if since_ns is None else id_time_threshold(since_ns)
         self._call: Any = None
         self.fed = 0
         self.done = False

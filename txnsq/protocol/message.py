@@ -13,7 +13,7 @@ from __future__ import annotations
 import struct
 from typing import Any, Tuple
 
-from txnsq import speedups
+from txnsq.speedups import load as load_compiled
 
 __all__ = [
     "MESSAGE_HEADER_LENGTH",
@@ -95,7 +95,7 @@ pure_encode_message = encode_message
 pure_with_attempts = with_attempts
 
 #: The compiled module in use, or ``None`` (pure Python).
-compiled: Any = speedups.load("txnsq.protocol._message")
+compiled: Any = load_compiled("txnsq.protocol._message")
 if compiled is not None:
     encode_message = compiled.encode_message  # noqa: F811
     with_attempts = compiled.with_attempts  # noqa: F811

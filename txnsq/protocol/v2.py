@@ -28,7 +28,7 @@ from __future__ import annotations
 import struct
 from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
-from txnsq import speedups
+from txnsq.speedups import load as load_compiled
 from txnsq.protocol.errors import LineTooLong, ProtocolError, go_quote, protocol_error
 from txnsq.protocol.message import MESSAGE_ID_LENGTH
 from txnsq.protocol.names import is_valid_name
@@ -758,7 +758,7 @@ class V2CommandParser:
 PureV2CommandParser = V2CommandParser
 
 #: The compiled kernels (``txnsq/protocol/_v2.c``), or ``None`` (pure Python).
-compiled: Any = speedups.load("txnsq.protocol._v2")
+compiled: Any = load_compiled("txnsq.protocol._v2")
 
 _fin_ids: Any = compiled.fin_ids if compiled is not None else None
 _split_line: Any = compiled.split_line if compiled is not None else None

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 from txnsq import __version__
-from txnsq.addresses import split_host_port
+from txnsq.protocol.host_port import split_host_port
 from txnsq.protocol import v2_client as codec
 from txnsq.protocol.compression import CompressionError
 from txnsq.protocol.frames import FRAME_TYPE_ERROR, FRAME_TYPE_RESPONSE, FrameError, FrameParser

@@ -23,10 +23,9 @@ import ssl
 import threading
 from typing import Any, Callable, Iterator, List, Optional, Sequence, Tuple, Union
 
-from txnsq.addresses import split_host_port
-from txnsq.client.metaq import (
+from txnsq.protocol.host_port import split_host_port
+from txnsq.protocol.metaq_results import (
     DEFAULT_GROUP,
-    _refusal,
     DEFAULT_MAX_REPLY_SIZE,
     GetResult,
     LogRecord,
@@ -41,6 +40,7 @@ from txnsq.client.metaq import (
     offset_result,
     put_request,
     put_result,
+    refusal,
     text_result,
 )
 from txnsq.protocol.metaq import (
@@ -239,7 +239,7 @@ class BlockingMetaqClient:
         if isinstance(reply, ResultResponse):
             if reply.code == 200:
                 raise MetaqProtocolError("result 200 instead of value to get")
-            raise _refusal(reply, offset)
+            raise refusal(reply, offset)
         return reply.data
 
     def put_many(

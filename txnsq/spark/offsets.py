@@ -27,15 +27,15 @@ import urllib.request
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
-from txnsq.addresses import join_host_port, split_host_port
-from txnsq.client.metaq import (
+from txnsq.protocol.host_port import join_host_port, split_host_port
+from txnsq.protocol.message_id import id_time_threshold
+from txnsq.protocol.metaq_results import (
     MetaqConnectionError,
     MetaqEndOfPartition,
     MetaqMoved,
     MetaqNotFound,
     MetaqRecordTooLarge,
     MetaqResultError,
-    id_time_threshold,
 )
 from txnsq.spark.metaq import BlockingMetaqClient
 from txnsq.spark.options import OptionError, _addresses, _bool, _get, _int, _seconds, _topic

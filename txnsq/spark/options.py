@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import List, Mapping, Optional
 
-from txnsq.addresses import split_host_port
+from txnsq.protocol.host_port import split_host_port
 from txnsq.protocol.names import is_valid_channel_name, is_valid_topic_name
 from txnsq.spark.blocking import DEFAULT_MAX_BODY_SIZE, DEFAULT_MAX_MSG_SIZE, ClientSettings
 
