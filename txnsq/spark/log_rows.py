@@ -103,10 +103,10 @@ def frame_records(data: Any, base: int, topic: str, partition: int) -> Tuple[Any
     :raises CorruptRecord: naming the first bad record's offset.
     """
     if _COMPILED_FRAMING:
-        starts, lengths, error = log_format.frame_records(data)
+        start_bytes, length_bytes, error = log_format.frame_records(data)
         if error is not None:
             raise CorruptRecord(topic, partition, base + error[0], error[1])
-        return np.frombuffer(starts, dtype=np.int64), np.frombuffer(lengths, dtype=np.int64)
+        return np.frombuffer(start_bytes, dtype=np.int64), np.frombuffer(length_bytes, dtype=np.int64)
     end = len(data)
     if end >= HEADER_SIZE:
         length = _LENGTH_CHECKSUM.unpack_from(data, 0)[0]
