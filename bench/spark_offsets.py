@@ -216,7 +216,7 @@ def live(
         "catch_up_after_publish_s": caught_up - published_at,
         "batches": len(progress),
         "batch_ms_p50": statistics.median(durations),
-        "batch_ms_p95": durations[int(0.95 * (len(durations) - 1))],
+        "batch_ms_p95": durations[max(0, -(-95 * len(durations) // 100) - 1)],
         "rows_per_batch_p50": statistics.median(p["numInputRows"] for p in progress),
     }
 
