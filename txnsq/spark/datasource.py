@@ -9,7 +9,8 @@ Where each part runs:
 - :class:`NSQStreamReader` lives in the driver's long-lived Python process
   of a streaming query (``latestOffset``, ``partitions``, ``commit`` and
   ``stop`` all run there), so it owns the :class:`StreamConsumer` whose
-  connections hold the messages in flight until ``commit()`` FINs them;
+  connections hold a batch's messages in flight until Spark, done with
+  the batch, asks ``latestOffset`` for the next and they are FINed;
   its ``read()`` runs on executors and only turns the spooled messages
   carried by a partition into rows;
 - :class:`NSQBatchReader.read` and the writers' ``write`` run on executors,
