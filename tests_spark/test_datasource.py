@@ -137,9 +137,12 @@ class StreamingSourceTests(_SparkCase):
         self.assertEqual(len({i for i, _, _ in seen}), count)
 
     def test_idle_stream_redelivers_nothing(self) -> None:
-        """A stream idle for longer than nsqd's message timeouts after its last batch has FINed every message: none times out, none is delivered twice."""
+        """A stream idle for longer than nsqd's --max-msg-timeout after its last batch has FINed every message: none times out, none is delivered twice."""
         count = 300
-        nsqd = shared_nsqd("short-timeouts", "--msg-timeout=1s", "--max-msg-timeout=2s")
+        # TOUCH (every half msg-timeout) keeps a batch alive while Spark
+        # works on it, for at most max-msg-timeout from its delivery: a
+        # loaded machine's batches take a few seconds.
+        nsqd = shared_nsqd("short-timeouts", "--msg-timeout=2s", "--max-msg-timeout=8s")
         nsqd.create_channel(self.topic, "spark")
         conn = BlockingConnection(nsqd.tcp_address)
         conn.mpublish(self.topic, [b"idle-%05d" % i for i in range(count)])
@@ -155,15 +158,16 @@ class StreamingSourceTests(_SparkCase):
         self.addCleanup(query.stop)
         wait_until(lambda: len(seen) >= count, TIMEOUT, "%d rows" % (count,), 0.2)
         # Idle: nothing more is published.  Every message is FINed without
-        # another batch, well within the 2 s nsqd lets a message live.
+        # another batch.
         wait_until(
             lambda: nsqd.channel_stats(self.topic, "spark").get("in_flight_count") == 0,
             TIMEOUT,
             "the FINs of the last batch",
             0.1,
         )
-        # Outlive --max-msg-timeout twice over: nothing comes back.
-        time.sleep(4.0)
+        # Outlive --max-msg-timeout: nothing comes back (a batch still in
+        # flight would have timed out and been delivered again by now).
+        time.sleep(10.0)
         stats = nsqd.channel_stats(self.topic, "spark")
         self.assertTrue(query.isActive)
         query.stop()
