@@ -51,14 +51,14 @@ BODY = b"x" * 100
 _PUBLISHER = r"""
 import sys, time
 from txnsq.spark.blocking import BlockingConnection
-address, topic, rate, seconds = sys.argv[1], sys.argv[2], float(sys.argv[3]), float(sys.argv[4])
+address, topic, rate, seconds, batch = sys.argv[1], sys.argv[2], float(sys.argv[3]), float(sys.argv[4]), int(sys.argv[5])
 conn = BlockingConnection(address)
-bodies = [b"x" * 100] * 1000
+bodies = [b"x" * 100] * batch
 started = time.monotonic()
 sent = 0
 while time.monotonic() - started < seconds:
     conn.mpublish(topic, bodies)
-    sent += 1000
+    sent += batch
     ahead = sent / rate - (time.monotonic() - started)
     if ahead > 0:
         time.sleep(ahead)
@@ -70,10 +70,10 @@ conn.close()
 class NSQD:
     """A txnsq nsqd child process with a MetaQ listener."""
 
-    def __init__(self, data_path: str, *flags: str) -> None:
+    def __init__(self, data_path: str, *flags: str, python: str = sys.executable) -> None:
         os.makedirs(data_path, exist_ok=True)
-        script = os.path.join(os.path.dirname(sys.executable), "nsqd")
-        command = [script] if os.path.exists(script) else [sys.executable, "-m", "txnsq.nsqd"]
+        script = os.path.join(os.path.dirname(python), "nsqd")
+        command = [script] if os.path.exists(script) else [python, "-m", "txnsq.nsqd"]
         self.process = subprocess.Popen(
             command
             + [
@@ -162,7 +162,17 @@ def available_now(spark: Any, nsqd: NSQD, topic: str, count: int, work: str, run
     }
 
 
-def live(spark: Any, nsqd: NSQD, topic: str, rate: float, seconds: float, work: str, run: int) -> Dict[str, Any]:
+def live(
+    spark: Any,
+    nsqd: NSQD,
+    topic: str,
+    rate: float,
+    seconds: float,
+    work: str,
+    run: int,
+    publisher_python: str = sys.executable,
+    publish_batch: int = 1000,
+) -> Dict[str, Any]:
     """A live query counting while a publisher process runs."""
     counted = [0]
 
@@ -183,7 +193,9 @@ def live(spark: Any, nsqd: NSQD, topic: str, rate: float, seconds: float, work: 
         time.sleep(0.1)
     before = counted[0]
     publisher = subprocess.Popen(
-        [sys.executable, "-c", _PUBLISHER, nsqd.tcp, topic, str(rate), str(seconds)], stdout=subprocess.PIPE
+        [publisher_python, "-c", _PUBLISHER, nsqd.tcp, topic, str(rate), str(seconds), str(publish_batch)],
+        stdout=subprocess.PIPE,
+        cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
     )
     started = time.monotonic()
     out, _ = publisher.communicate()
@@ -204,7 +216,7 @@ def live(spark: Any, nsqd: NSQD, topic: str, rate: float, seconds: float, work: 
         "catch_up_after_publish_s": caught_up - published_at,
         "batches": len(progress),
         "batch_ms_p50": statistics.median(durations),
-        "batch_ms_p95": durations[int(0.95 * (len(durations) - 1))],
+        "batch_ms_p95": durations[max(0, -(-95 * len(durations) // 100) - 1)],
         "rows_per_batch_p50": statistics.median(p["numInputRows"] for p in progress),
     }
 
@@ -252,6 +264,15 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     parser.add_argument("--live-seconds", type=float, default=20.0)
     parser.add_argument("--channel-count", type=int, default=50_000)
     parser.add_argument("--only", choices=["available-now", "live", "channel"], action="append")
+    parser.add_argument("--publish-batch", type=int, default=1000, help="messages per MPUB of the live publisher")
+    parser.add_argument(
+        "--publisher-python", default=sys.executable, help="interpreter of the live publisher (e.g. a PyPy venv's)"
+    )
+    parser.add_argument(
+        "--nsqd-python",
+        default=sys.executable,
+        help="interpreter whose venv's nsqd script runs the nsqd (e.g. a PyPy venv's python)",
+    )
     args = parser.parse_args(argv)
     only = set(args.only or ["available-now", "live", "channel"])
 
@@ -261,7 +282,12 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     import txnsq.spark
 
     work = tempfile.mkdtemp(prefix="spark-offsets-")
-    nsqd = NSQD(os.path.join(work, "nsqd"), "--retain-topics=^(bulk|live)", "--log-partitions=%d" % (args.partitions,))
+    nsqd = NSQD(
+        os.path.join(work, "nsqd"),
+        "--retain-topics=^(bulk|live)",
+        "--log-partitions=%d" % (args.partitions,),
+        python=args.nsqd_python,
+    )
     report: Dict[str, Any] = {}
     try:
         spark = (
@@ -291,7 +317,9 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
             nsqd.post("/topic/create?topic=live")
             results = []
             for run in range(args.rounds):
-                result = live(spark, nsqd, "live", args.live_rate, args.live_seconds, work, run)
+                result = live(
+                    spark, nsqd, "live", args.live_rate, args.live_seconds, work, run, args.publisher_python, args.publish_batch
+                )
                 results.append(result)
                 print("live run %d: %s" % (run + 1, {k: round(v, 2) for k, v in result.items()}), flush=True)
             report["live"] = {key: statistics.median(r[key] for r in results) for key in results[0]}
@@ -299,11 +327,14 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
             # As examples/stream_rate.py: the channel's backlog in memory,
             # nsqd's --max-rdy-count raised for the tuned batches.
             nsqd.stop()
-            nsqd = NSQD(os.path.join(work, "nsqd-channel"), "--mem-queue-size=1000000", "--max-rdy-count=20000")
+            nsqd = NSQD(
+                os.path.join(work, "nsqd-channel"), "--mem-queue-size=1000000", "--max-rdy-count=20000", python=args.nsqd_python
+            )
             for per_batch in (1250, 10000):
                 rates = [channel(spark, nsqd, args.channel_count, per_batch, work, run) for run in range(args.rounds)]
                 print("channel source, %d per batch: %s msg/s" % (per_batch, [round(r) for r in rates]), flush=True)
                 report["channel_%d_msg_per_s" % (per_batch,)] = statistics.median(rates)
+        report["load_average"] = os.getloadavg()
         print(json.dumps(report, indent=2))
         spark.stop()
     finally:

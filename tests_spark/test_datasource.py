@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import socket
+import time
 from typing import Any, Dict, List, Tuple
 
 from twisted.trial.unittest import SynchronousTestCase
@@ -135,6 +136,55 @@ class StreamingSourceTests(_SparkCase):
         print("\nrestart: %d rows before the stop, %d rows in all, %d duplicates" % (before, len(seen), duplicates))
         self.assertEqual(len({i for i, _, _ in seen}), count)
 
+    def test_idle_stream_redelivers_nothing(self) -> None:
+        """Once a stream goes idle its last batch is FINed: for longer than nsqd's --max-msg-timeout nothing times out and nothing is delivered again."""
+        count = 300
+        nsqd = shared_nsqd("short-timeouts", "--msg-timeout=2s", "--max-msg-timeout=10s")
+        nsqd.create_channel(self.topic, "spark")
+        bodies = [b"idle-%05d" % i for i in range(count)]
+        seen: List[bytes] = []
+
+        def collect(batch: Any, batch_id: int) -> None:
+            seen.extend(bytes(r.body) for r in batch.collect())
+
+        def publish(messages: List[bytes]) -> None:
+            conn = BlockingConnection(nsqd.tcp_address)
+            conn.mpublish(self.topic, messages)
+            conn.close()
+
+        options = self.stream_options(nsqd_tcp_addresses=nsqd.tcp_address)
+        stream = self.spark.readStream.format("nsq").options(**options).load()
+        query = stream.writeStream.foreachBatch(collect).option("checkpointLocation", os.path.abspath(self.mktemp())).start()
+        self.addCleanup(query.stop)
+        # A first batch starts Spark's Python workers, which can take
+        # longer than --max-msg-timeout on a loaded machine: warm up.
+        publish([b"warm-up"])
+        wait_until(lambda: b"warm-up" in seen, TIMEOUT, "the warm-up message", 0.1)
+        publish(bodies)
+
+        def idle() -> Any:
+            stats = nsqd.channel_stats(self.topic, "spark")
+            if set(bodies) <= set(seen) and stats["in_flight_count"] == 0 and stats["depth"] == 0:
+                return stats
+            return None
+
+        before = wait_until(idle, TIMEOUT, "every message, and the last batch FINed", 0.1)
+        rows = len(seen)
+        # Outlive --max-msg-timeout: a batch still in flight would have
+        # timed out and been delivered again by now.
+        time.sleep(12.0)
+        after = nsqd.channel_stats(self.topic, "spark")
+        self.assertTrue(query.isActive)
+        query.stop()
+        self.assertEqual(
+            (after["depth"], after["in_flight_count"], after["timeout_count"], after["requeue_count"]),
+            (0, 0, before["timeout_count"], before["requeue_count"]),
+        )
+        self.assertEqual(len(seen), rows)
+        # Warm batches take well under 10 s: each message came once (the
+        # warm-up message may have come twice, if the first batch was slow).
+        self.assertEqual(sorted(b for b in seen if b != b"warm-up"), bodies)
+
     def test_bad_options(self) -> None:
         """A stream without spool_path, or with no reachable nsqd, fails naming the problem."""
         options = self.stream_options()
@@ -194,6 +244,40 @@ class BatchSourceTests(_SparkCase):
         )
         self.assertEqual(len(df.collect()), 20)
         wait_until(lambda: self.nsqd.channel_stats(self.topic, "batch")["depth"] == 30, 30, "30 left")
+
+    def test_failed_task_loses_nothing(self) -> None:
+        """A task that fails while its rows are being read FINs nothing: every message is requeued and read again."""
+        count = 2500
+        self.nsqd.create_channel(self.topic, "batch")
+        filler = b"x" * 16000
+        bodies = [b"%05d " % i + filler for i in range(count)]
+        # 40 MB: far more than the pipes between the Python worker and
+        # the JVM hold, so the failure comes while the read goes on.
+        bodies[50] = b"FAIL " + filler
+        conn = BlockingConnection(self.nsqd.tcp_address)
+        for start in range(0, count, 100):
+            conn.mpublish(self.topic, bodies[start : start + 100])
+        conn.close()
+        options = dict(
+            nsqd_tcp_addresses=self.nsqd.tcp_address, topic=self.topic, channel="batch", drain_timeout="1", max_messages=str(count)
+        )
+        failing = (
+            self.spark.read.format("nsq").options(**options).load()
+            .selectExpr("if(substring(body, 1, 4) = X'4641494C', raise_error('mid-read failure'), length(body)) as n")
+        )
+        self.assertIn("mid-read failure", self.error_text(failing.collect))
+        stats = wait_until(
+            lambda: (lambda s: s if s["in_flight_count"] == 0 and s["depth"] == count else None)(
+                self.nsqd.channel_stats(self.topic, "batch")
+            ),
+            60,
+            "every message requeued",
+        )
+        self.assertEqual(stats["requeue_count"] + stats["timeout_count"], count)
+        rows = self.spark.read.format("nsq").options(**options).load().select("body", "attempts").collect()
+        self.assertEqual(sorted(bytes(r.body) for r in rows), sorted(bodies))
+        self.assertEqual({r.attempts for r in rows}, {2})
+        wait_until(lambda: self.nsqd.channel_stats(self.topic, "batch")["depth"] == 0, 30, "the FINs")
 
     def test_bad_options(self) -> None:
         """Missing options and unreachable nsqds are reported by name."""
@@ -307,6 +391,24 @@ class StreamReaderRecoveryTests(SynchronousTestCase):
         second.commit(again)
         self.assertEqual(second.spool.batches(), [])
         wait_until(lambda: self.nsqd.channel_stats(self.topic, "spark")["in_flight_count"] == 0, 20, "the FINs")
+
+    def test_next_offset_fins_last_batch(self) -> None:
+        """Asking for the offset after batch N (as Spark does once N is committed) FINs N's messages and deletes its spool file, with no commit() call."""
+        conn = BlockingConnection(self.nsqd.tcp_address)
+        conn.mpublish(self.topic, [b"a", b"b"])
+        conn.close()
+        reader = self.reader()
+        start = reader.initialOffset()
+        end = wait_until(lambda: (lambda e: e if e != start else None)(reader.latestOffset(start, None)), 20, "a batch")
+        self.assertEqual(len(self.rows(reader, start, end)), 2)
+        self.assertEqual(self.nsqd.channel_stats(self.topic, "spark")["in_flight_count"], 2)
+        # No new message: the offset stays, and the batch is finished.
+        self.assertEqual(reader.latestOffset(end, None), end)
+        self.assertEqual(reader.spool.batches(), [])
+        wait_until(lambda: self.nsqd.channel_stats(self.topic, "spark")["in_flight_count"] == 0, 20, "the FINs")
+        reader.commit(end)
+        stats = self.nsqd.channel_stats(self.topic, "spark")
+        self.assertEqual((stats["depth"], stats["requeue_count"], stats["timeout_count"]), (0, 0, 0))
 
     def test_no_start_offset(self) -> None:
         """Called without a start offset (Spark before 4.2), numbering continues from the spool's last batch."""

@@ -8,7 +8,7 @@ from twisted.trial.unittest import SynchronousTestCase
 
 from tests_spark.nsqd import shared_nsqd, unique_topic, wait_until
 from txnsq.spark.blocking import BlockingConnection
-from txnsq.spark.consumer import StreamConsumer, drain
+from txnsq.spark.consumer import StreamConsumer, drain, drain_chunks
 from txnsq.spark.options import SourceOptions
 
 
@@ -152,6 +152,22 @@ class DrainTests(_Base):
         wait_until(lambda: self.stats().get("depth") == 2, 10, "the requeue")
 
 
+    def test_chunks_fin_after_the_last(self) -> None:
+        """drain_chunks FINs only when asked for more after its last chunk: closed after taking every chunk, it FINs nothing."""
+        self.create_channel()
+        self.publish([b"%d" % i for i in range(5)])
+        options = self.options(streaming=False, drain_timeout="0.5")
+        generator = drain_chunks(self.nsqd.tcp_address, options, 10, 2)
+        chunks = [next(generator) for _ in range(3)]
+        self.assertEqual([len(c) for c in chunks], [2, 2, 1])
+        self.assertEqual(self.stats()["in_flight_count"], 5)
+        generator.close()
+        wait_until(lambda: self.stats().get("depth") == 5, 10, "the requeue")
+        chunks = list(drain_chunks(self.nsqd.tcp_address, options, 10, 2))
+        self.assertEqual(sorted(m.body for c in chunks for m in c), [b"%d" % i for i in range(5)])
+        wait_until(lambda: self.stats().get("depth") == 0 and self.stats()["in_flight_count"] == 0, 10, "the FINs")
+
+
 class StreamConsumerRdyTests(_Base):
     """StreamConsumer with a small --max-rdy-count."""
 
@@ -162,8 +178,8 @@ class StreamConsumerRdyTests(_Base):
         self.addCleanup(self.nsqd.stop)
         self.topic = unique_topic()
 
-    def test_two_batches_fit(self) -> None:
-        """A batch takes at most half of max_rdy_count, so the next batch fills while the previous is held."""
+    def test_batch_fills_max_rdy(self) -> None:
+        """A batch takes up to max_rdy_count; nothing more comes while it is held, and the rest once it is committed."""
         self.create_channel()
         self.publish([b"%d" % i for i in range(12)])
         consumer = StreamConsumer(self.options())
@@ -171,13 +187,11 @@ class StreamConsumerRdyTests(_Base):
         self.addCleanup(consumer.stop)
         first = wait_until(lambda: consumer.take(100, 0.3), 10, "a first batch")
         consumer.hold(1)
-        self.assertLessEqual(len(first), 5)
-        second = wait_until(lambda: consumer.take(100, 0.3), 10, "a second batch while the first is held")
-        consumer.hold(2)
-        self.assertLessEqual(len(second), 5)
+        self.assertEqual(len(first), 10)
+        self.assertEqual(consumer.take(100, 0.3), [])
         consumer.commit(1)
-        third = wait_until(lambda: consumer.take(100, 0.3), 10, "a third batch")
-        self.assertEqual(len({m.body for m in first + second + third}), len(first + second + third))
+        second = wait_until(lambda: consumer.take(100, 0.3), 10, "a second batch")
+        self.assertEqual(sorted(m.body for m in first + second), sorted(b"%d" % i for i in range(12)))
 
 
 class LookupdDiscoveryTests(SynchronousTestCase):

@@ -19,7 +19,7 @@ import logging
 import threading
 import time
 from collections import deque
-from typing import Callable, Deque, Dict, Iterator, List, Optional, Tuple
+from typing import Callable, Deque, Dict, Generator, Iterator, List, Optional, Tuple
 
 from txnsq.protocol.frames import FRAME_TYPE_ERROR, FRAME_TYPE_MESSAGE
 from txnsq.protocol.message import decode_message
@@ -28,7 +28,7 @@ from txnsq.spark.blocking import BlockingConnection, ClientSettings, NSQConnecti
 from txnsq.spark.options import SourceOptions
 from txnsq.spark.records import NSQMessage
 
-__all__ = ["StreamConsumer", "drain", "nsqd_addresses"]
+__all__ = ["StreamConsumer", "drain", "drain_chunks", "nsqd_addresses"]
 
 _log = logging.getLogger("txnsq.spark")
 
@@ -213,9 +213,10 @@ class StreamConsumer:
         them; they stay in flight (TOUCHed) until :meth:`hold` and
         :meth:`commit`, or are taken by the next call if not held.
 
-        A batch has at most half of each connection's ``max_rdy_count``
-        (1250 with nsqd's default) per live connection, because the previous
-        batch is still in flight while this one is cut.
+        A batch has at most each connection's ``max_rdy_count`` (2500 with
+        nsqd's default) per live connection, less what the connection has
+        in flight: the caller commits the previous batch before it takes
+        the next.
         """
         if self._stopping.is_set():
             raise NSQConnectionFailed("nsq source is stopped")
@@ -224,11 +225,7 @@ class StreamConsumer:
             live = [link for link in self._links.values() if link.alive]
             share = max(1, -(-max_count // (len(live) or 1)))
             if live:
-                # Spark commits a batch only once it has planned the next,
-                # so two batches are in flight at once: each may have half
-                # of what nsqd lets a connection hold, or the next batch
-                # could never fill and the previous never be committed.
-                share = max(1, min(share, min(link.max_rdy for link in live) // 2))
+                share = max(1, min(share, min(link.max_rdy for link in live)))
                 max_count = min(max_count, share * len(live))
             self._set_rdy(share)
             deadline = time.monotonic() + timeout
@@ -338,6 +335,31 @@ def drain(
     :raises NSQConnectionFailed: the nsqd cannot be reached or breaks.
     :raises NSQError: nsqd refused SUB.
     """
+    for chunk in drain_chunks(address, options, max_count, max(1, max_count), connect):
+        for message in chunk:
+            yield message
+
+
+def drain_chunks(
+    address: str,
+    options: SourceOptions,
+    max_count: int,
+    chunk_size: int,
+    connect: Connect = _connect,
+) -> Generator[List[NSQMessage], None, None]:
+    """
+    :func:`drain` in lists of up to ``chunk_size`` messages.
+
+    The FINs are sent when the caller asks for the list after the last,
+    that is once it has taken every message: a caller that stops early
+    (an exception, a closed generator, a killed process) sends none, the
+    connection closes, and nsqd requeues the messages at once.  While the
+    caller works through the lists the messages are TOUCHed every half
+    ``msg_timeout``, so a slow caller does not see them time out.
+
+    :raises NSQConnectionFailed: the nsqd cannot be reached or breaks.
+    :raises NSQError: nsqd refused SUB.
+    """
     conn = connect(address, options.settings)
     try:
         conn.subscribe(options.topic, options.channel)
@@ -361,11 +383,19 @@ def drain(
                     if error.fatal:
                         raise error
         conn.ready(0)
-        for message in messages:
-            yield message
-        if messages:
-            conn.finish([message.id for message in messages])
-            # CLS is answered after the FINs before it were handled.
-            conn.close_wait()
+        if not messages:
+            return
+        ids = [message.id for message in messages]
+        interval = conn.msg_timeout / 2.0
+        touched = time.monotonic()
+        step = max(1, chunk_size)
+        for start in range(0, len(messages), step):
+            if time.monotonic() - touched >= interval:
+                conn.touch(ids)
+                touched = time.monotonic()
+            yield messages[start : start + step]
+        conn.finish(ids)
+        # CLS is answered after the FINs before it were handled.
+        conn.close_wait()
     finally:
         conn.close()

@@ -9,7 +9,8 @@ Where each part runs:
 - :class:`NSQStreamReader` lives in the driver's long-lived Python process
   of a streaming query (``latestOffset``, ``partitions``, ``commit`` and
   ``stop`` all run there), so it owns the :class:`StreamConsumer` whose
-  connections hold the messages in flight until ``commit()`` FINs them;
+  connections hold a batch's messages in flight until Spark, done with
+  the batch, asks ``latestOffset`` for the next and they are FINed;
   its ``read()`` runs on executors and only turns the spooled messages
   carried by a partition into rows;
 - :class:`NSQBatchReader.read` and the writers' ``write`` run on executors,
@@ -47,10 +48,10 @@ from txnsq.spark.offsets import (
 )
 from txnsq.spark.options import _get
 from txnsq.spark.blocking import BlockingConnection
-from txnsq.spark.consumer import DEFAULT_MAX_RDY, StreamConsumer, drain, nsqd_addresses
+from txnsq.spark.consumer import DEFAULT_MAX_RDY, StreamConsumer, drain_chunks, nsqd_addresses
 from txnsq.spark.options import OptionError, SinkOptions, SourceOptions
 from txnsq.spark.publisher import publish_rows, publish_rows_idempotent
-from txnsq.spark.records import SOURCE_SCHEMA, NSQMessage, to_row
+from txnsq.spark.records import SOURCE_SCHEMA, NSQMessage, to_batch, to_row
 
 try:
     from pyspark.sql.streaming.datasource import (
@@ -128,7 +129,7 @@ class NSQDataSource(DataSource):
         addresses = self._log_addresses()
         if addresses is not None:
             return LogBatchReader(LogOptions.parse(self.options, addresses, streaming=False), schema)
-        return NSQBatchReader(SourceOptions.parse(self.options, streaming=False))
+        return NSQBatchReader(SourceOptions.parse(self.options, streaming=False), schema)
 
     def streamReader(self, schema: StructType) -> "DataSourceStreamReader":
         addresses = self._log_addresses()
@@ -384,11 +385,19 @@ class NSQBatchReader(DataSourceReader):
     """
     ``spark.read.format("nsq")``: each partition drains one nsqd (up to its
     share of ``max_messages``, or until ``drain_timeout`` passes without a
-    message) and FINs what it read once Spark has taken every row.
+    message) and FINs what it read only once Spark has taken every row.
+
+    ``read()`` yields Arrow record batches of :data:`_DRAIN_CHUNK` rows,
+    each of which Spark writes on before it asks for the next; the FINs
+    go out when Spark asks for more after the last.  A task that fails or
+    is killed before then (an error in the read or in the operators
+    consuming its rows, a cancelled job, a dead worker) leaves its
+    messages unfinished, and nsqd delivers them again.
     """
 
-    def __init__(self, options: SourceOptions) -> None:
+    def __init__(self, options: SourceOptions, schema: Optional[StructType] = None) -> None:
         self.options = options
+        self.arrow_schema = _arrow_schema(schema) if schema is not None else None
 
     def partitions(self) -> Sequence[InputPartition]:
         options = self.options
@@ -411,11 +420,25 @@ class NSQBatchReader(DataSourceReader):
                 left -= count
         return parts
 
-    def read(self, partition: InputPartition) -> Iterator[Tuple[Any, ...]]:
+    def read(self, partition: InputPartition) -> Iterator[Any]:
         assert isinstance(partition, _DrainPartition)
         topic = self.options.topic
-        for message in drain(partition.address, self.options, partition.count):
-            yield to_row(message, topic)
+        chunks = drain_chunks(partition.address, self.options, partition.count, _DRAIN_CHUNK)
+        try:
+            for chunk in chunks:
+                if self.arrow_schema is None:
+                    for message in chunk:
+                        yield to_row(message, topic)
+                else:
+                    yield to_batch(chunk, topic, self.arrow_schema)
+        finally:
+            # Stopped early: no FIN, the connection closes, nsqd requeues.
+            chunks.close()
+
+
+#: Rows per Arrow batch of a batch read (Spark writes each batch on before
+#: asking for the next, so the FINs wait for the last).
+_DRAIN_CHUNK = 256
 
 
 # -- streaming source ------------------------------------------------------------
@@ -436,8 +459,10 @@ class NSQStreamReader(DataSourceStreamReader):
     Offsets are ``{"batch": n}``.  ``latestOffset`` takes up to
     ``max_messages_per_batch`` messages, spools them as batch ``n`` and
     keeps them in flight; ``partitions`` reads batches from the spool (the
-    same rows when Spark asks again); ``commit`` FINs them and deletes
-    their files.
+    same rows when Spark asks again).  The next ``latestOffset`` call,
+    which Spark makes only once batch ``n`` is committed, FINs its
+    messages and deletes its file (``commit``, which comes a batch later,
+    does the same for anything left).
     """
 
     def __init__(self, options: SourceOptions) -> None:
@@ -470,6 +495,15 @@ class NSQStreamReader(DataSourceStreamReader):
             base = self._last
         else:
             base = self.spool.last_batch()
+        # Spark runs micro-batches one after the other and asks for the
+        # next end only once the last batch's commit log entry is written:
+        # batch ``base`` is done.  FIN it now, rather than in commit(),
+        # which Spark calls only when it plans the batch after the next
+        # (an idle stream would otherwise keep its last batch in flight
+        # until nsqd timed it out and delivered it again).
+        if consumer.held():
+            consumer.commit(base)
+            self.spool.delete_through(base)
         count = self.options.max_messages_per_batch
         max_rows = getattr(limit, "maxRows", None)
         if isinstance(max_rows, int) and max_rows > 0:

@@ -27,6 +27,7 @@ A partition is a directory of segments, each named by its base offset:
 
 from __future__ import annotations
 
+import array
 import binascii
 import importlib
 import re
@@ -71,6 +72,7 @@ __all__ = [
     "encode_id_batch",
     "encode_record",
     "encode_seal",
+    "frame_records",
     "index_file_name",
     "iter_records",
     "last_whole_end",
@@ -387,3 +389,48 @@ def iter_records(data: Any, offset: int = 0) -> Iterator[Record]:
             raise DiskFormatError("checksum mismatch at %d" % (offset + pos,))
         yield Record(offset + pos, msg_id, flag, value)
         pos = body + length
+
+
+def pure_frame_records(data: Any) -> Tuple[bytes, bytes, Optional[Tuple[int, str]]]:
+    """
+    Frame and check the records of ``data`` (a ``get`` answer, records
+    back to back from its first byte): ``(starts, lengths, error)``, the
+    start and data length of each record as native int64 arrays' bytes
+    (``numpy.frombuffer(starts, numpy.int64)``), each record whole and
+    its checksum right.
+
+    ``error`` is ``None``, or ``(position, problem)`` for the first bad
+    record (``"record header cut short"``, ``"record cut short (data
+    length N)"`` or ``"checksum mismatch"``); ``starts`` and ``lengths``
+    are then empty.
+
+    The pure-Python reference of the compiled ``frame_records``, which
+    is used when built.
+    """
+    unpack = _LENGTH_CHECKSUM.unpack_from
+    view = memoryview(data)
+    starts = array.array("q")
+    lengths = array.array("q")
+    pos = 0
+    end = len(view)
+    while pos < end:
+        if pos + HEADER_SIZE > end:
+            return b"", b"", (pos, "record header cut short")
+        length, check = unpack(view, pos)
+        body = pos + HEADER_SIZE
+        if length < 0 or body + length > end:
+            return b"", b"", (pos, "record cut short (data length %d)" % (length,))
+        if crc32(view[body : body + length]) & _MASK != check:
+            return b"", b"", (pos, "checksum mismatch")
+        starts.append(pos)
+        lengths.append(length)
+        pos = body + length
+    return starts.tobytes(), lengths.tobytes(), None
+
+
+_LENGTH_CHECKSUM = struct.Struct(">ii")
+
+#: :func:`pure_frame_records`, compiled when the extension is built.
+frame_records: Callable[[Any], Tuple[bytes, bytes, Optional[Tuple[int, str]]]] = (
+    compiled.frame_records if compiled is not None and hasattr(compiled, "frame_records") else pure_frame_records
+)
