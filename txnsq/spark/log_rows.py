@@ -29,7 +29,7 @@ from typing import Any, List, Tuple
 import numpy as np
 import pyarrow as pa
 
-from txnsq.nsqd.guid import TWEPOCH
+from txnsq.protocol.message_id import ID_TIME_SHIFT, TWEPOCH
 from txnsq.storage import log_format
 from txnsq.storage.log_format import HEADER_SIZE, crc32
 
@@ -64,8 +64,6 @@ _HEADER_COLUMNS = np.arange(HEADER_SIZE, dtype=np.int64)
 _FOUR = np.arange(4, dtype=np.int64)
 _EIGHT = np.arange(8, dtype=np.int64)
 _HEX = np.frombuffer(b"".join(b"%02x" % (i,) for i in range(256)), dtype=np.uint8).reshape(256, 2)
-# nsqd ids: time in pseudo-milliseconds (ns >> 20) since TWEPOCH, above 22 bits.
-_ID_TIME_SHIFT = 22
 
 
 class CorruptRecord(RuntimeError):
@@ -165,7 +163,7 @@ def id_times(data: bytes, starts: Any) -> Any:
     """The time field (``id >> 22``) of the nsqd message id of each record at ``starts``."""
     raw = np.frombuffer(data, dtype=np.uint8)
     id_bytes = np.ascontiguousarray(raw[starts[:, None] + 8 + _EIGHT])
-    return id_bytes.view(">u8").ravel().astype(np.uint64) >> np.uint64(_ID_TIME_SHIFT)
+    return id_bytes.view(">u8").ravel().astype(np.uint64) >> np.uint64(ID_TIME_SHIFT)
 
 
 def _hex(id_bytes: Any) -> Any:
@@ -233,7 +231,7 @@ def records_to_batch(
     body_offsets = np.zeros(count + 1, dtype=np.int32)
     np.cumsum(lengths, out=body_offsets[1:])
     id_offsets = np.arange(0, 16 * (count + 1), 16, dtype=np.int32)
-    micros = (((ids >> np.uint64(_ID_TIME_SHIFT)).astype(np.int64) + TWEPOCH) << 20) // 1000
+    micros = (((ids >> np.uint64(ID_TIME_SHIFT)).astype(np.int64) + TWEPOCH) << 20) // 1000
     columns = [
         pa.Array.from_buffers(pa.string(), count, [None, pa.py_buffer(id_offsets), pa.py_buffer(_hex(id_bytes))]),
         pa.Array.from_buffers(schema.field("timestamp").type, count, [None, pa.py_buffer(micros)]),
