@@ -580,6 +580,31 @@ class CatchUpTests(MirrorTestCase):
         self.assertEqual(self.copy_of_a(), bodies[1:] + [b"live"])
         self.assertEqual(self.a.mirror.catch_up_messages, count)
 
+    def test_cut_during_catch_up(self) -> None:
+        """A route lost while a catch-up runs drops the rest of it and releases the producers waiting for it; the next route gets a whole one."""
+        from txnsq.cluster.mirror import CATCH_UP_SLICE
+
+        self.cut()
+        self.a = self.big_node()
+        topic = self.a.broker.get_topic("mt")
+        topic.get_channel("c")
+        count = 3 * CATCH_UP_SLICE // 100
+        topic.publish_many([b"%099d" % (i,) for i in range(count)])
+        self.clock.advance(1)
+        self.connect(pump=False)
+        self.move()
+        self.assertGreater(self.a.mirror.stats()["catch_up_pending"], 0)
+        producer = FakeConnection()
+        topic.publish(b"live")
+        self.assertTrue(self.a.mirror.gate(producer))
+        self.cut()
+        self.assertEqual(producer.released, 1)
+        self.assertEqual(self.a.mirror.stats()["catch_up_pending"], 0)
+        self.clock.advance(1)
+        self.connect()
+        self.assertEqual(len(self.copy_of_a()), count + 1)
+        self.assertEqual(self.a.mirror.catch_ups, 2)
+
     def test_backlog_waits_for_acks(self) -> None:
         """A catch-up sends no more than its window while the peer has not acked, and goes on when it does."""
         from txnsq.cluster.mirror import CATCH_UP_WINDOW
