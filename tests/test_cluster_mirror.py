@@ -59,8 +59,8 @@ class MirrorTestCase(SynchronousTestCase):
         self.link: Optional[Tuple[RouteProtocol, StringTransport, RouteProtocol, StringTransport]] = None
         self.connect()
 
-    def connect(self) -> None:
-        """Route a -> b (a dials b's listener)."""
+    def connect(self, pump: bool = True) -> None:
+        """Route a -> b (a dials b's listener); bytes moved unless ``pump`` is false."""
         if not self.a.dials.pending:
             self.a.node.start(["nats-route://127.0.0.1:7001"])
         _, _, dialer, waiting = self.a.dials.pending.pop(0)
@@ -71,7 +71,27 @@ class MirrorTestCase(SynchronousTestCase):
         server.makeConnection(server_transport)
         waiting.callback(client)
         self.link = (client, client_transport, server, server_transport)
-        self.pump()
+        if pump:
+            self.pump()
+
+    def move(self, acks: bool = True) -> None:
+        """Move bytes until quiet without running a reactor turn (b's bytes only if ``acks``)."""
+        assert self.link is not None
+        client, client_transport, server, server_transport = self.link
+        while True:
+            moved = False
+            data = client_transport.value()
+            if data:
+                client_transport.clear()
+                server.dataReceived(data)
+                moved = True
+            data = server_transport.value() if acks else b""
+            if data:
+                server_transport.clear()
+                client.dataReceived(data)
+                moved = True
+            if not moved:
+                return
 
     def pump(self) -> None:
         """Run the reactor turn (mirror flushes), then move bytes until quiet."""
@@ -501,6 +521,113 @@ class CatchUpTests(MirrorTestCase):
         copy = self.b.mirror.copies["node-a"].topics["mt"]
         self.assertEqual([decode(data).body for data in copy.held.values()], [b"held"])
         self.assertEqual(topic.depth(), 1)
+
+    def turn(self) -> None:
+        """
+        One reactor turn: the calls due now, not those they schedule (which
+        Clock.advance(0) would run too).
+        """
+        now = self.clock.seconds()
+        for call in [c for c in self.clock.getDelayedCalls() if c.getTime() <= now]:
+            if call.active():
+                func, args, kw = call.func, call.args, call.kw
+                call.cancel()
+                func(*args, **kw)
+
+    def big_node(self) -> Side:
+        """Node a anew, its queues large enough for a backlog of several slices."""
+        broker = make_broker(self.clock, mem_queue_size=1000000)
+        return Side(self.clock, "node-a", 7000, broker, topics="^m", failover_timeout=5.0)
+
+    def test_large_backlog_in_slices(self) -> None:
+        """A backlog larger than a slice arrives whole over several reactor turns; a FIN and a publish made meanwhile follow it, and a sync producer waits for it."""
+        from txnsq.cluster.mirror import CATCH_UP_SLICE
+
+        self.cut()
+        self.a = self.big_node()
+        topic = self.a.broker.get_topic("mt")
+        channel = topic.get_channel("c")
+        count = 3 * CATCH_UP_SLICE // 100
+        bodies = [b"%099d" % (i,) for i in range(count)]
+        topic.publish_many(bodies)
+        self.b = Side(self.clock, "node-b", 7001, topics="^m", failover_timeout=5.0)
+        self.clock.advance(1)
+        self.connect(pump=False)
+        self.move()
+        # One reactor turn's slice is there, not the rest.
+        stats = self.a.mirror.stats()
+        kept = len(self.b.mirror.copies["node-a"].topics["mt"].channels["c"])
+        self.assertTrue(0 < kept < count, kept)
+        self.assertEqual(stats["catch_up_pending"], count - kept)
+        # The node serves meanwhile: a consumer gets and finishes the
+        # first message, a producer publishes, and waits (sync).
+        consumer = FakeConsumer(ready_count=1)
+        channel.add_consumer(consumer)
+        channel.consumer_ready(consumer)
+        first = consumer.take()[0]
+        channel.finish(consumer, first.id)
+        topic.publish(b"live")
+        producer = FakeConnection()
+        self.assertTrue(self.a.mirror.gate(producer))
+        turns = 0
+        while self.a.mirror.stats()["catch_up_pending"]:
+            self.turn()
+            self.move()
+            turns += 1
+        self.assertGreater(turns, 1)
+        self.pump()
+        self.assertEqual(producer.released, 1)
+        self.assertEqual(self.copy_of_a(), bodies[1:] + [b"live"])
+        self.assertEqual(self.a.mirror.catch_up_messages, count)
+
+    def test_cut_during_catch_up(self) -> None:
+        """A route lost while a catch-up runs drops the rest of it and releases the producers waiting for it; the next route gets a whole one."""
+        from txnsq.cluster.mirror import CATCH_UP_SLICE
+
+        self.cut()
+        self.a = self.big_node()
+        topic = self.a.broker.get_topic("mt")
+        topic.get_channel("c")
+        count = 3 * CATCH_UP_SLICE // 100
+        topic.publish_many([b"%099d" % (i,) for i in range(count)])
+        self.clock.advance(1)
+        self.connect(pump=False)
+        self.move()
+        self.assertGreater(self.a.mirror.stats()["catch_up_pending"], 0)
+        producer = FakeConnection()
+        topic.publish(b"live")
+        self.assertTrue(self.a.mirror.gate(producer))
+        self.cut()
+        self.assertEqual(producer.released, 1)
+        self.assertEqual(self.a.mirror.stats()["catch_up_pending"], 0)
+        self.clock.advance(1)
+        self.connect()
+        self.assertEqual(len(self.copy_of_a()), count + 1)
+        self.assertEqual(self.a.mirror.catch_ups, 2)
+
+    def test_backlog_waits_for_acks(self) -> None:
+        """A catch-up sends no more than its window while the peer has not acked, and goes on when it does."""
+        from txnsq.cluster.mirror import CATCH_UP_WINDOW
+        from txnsq.nsqd.mirror import FLUSH_SIZE
+
+        self.cut()
+        self.a = self.big_node()
+        topic = self.a.broker.get_topic("mt")
+        topic.get_channel("c")
+        count = 2 * CATCH_UP_WINDOW // 100
+        topic.publish_many([b"x" * 100] * count)
+        self.clock.advance(1)
+        self.connect(pump=False)
+        self.move()
+        for _ in range(50):
+            self.clock.advance(0)
+            self.move(acks=False)
+        mirror = self.a.mirror
+        self.assertLess(mirror.lag_bytes, CATCH_UP_WINDOW + 2 * FLUSH_SIZE)
+        self.assertGreater(mirror.stats()["catch_up_pending"], 0)
+        self.pump()
+        self.assertEqual(mirror.stats()["catch_up_pending"], 0)
+        self.assertEqual(len(self.copy_of_a()), count)
 
     def test_unwritable(self) -> None:
         """An id that cannot be kept is still made (and the failure logged)."""

@@ -1250,15 +1250,32 @@ class MirrorGateTests(ProtocolTestCase):
         return self.hold
 
     def test_ok_held_until_release(self) -> None:
-        """The OKs of PUB, MPUB and DPUB wait for the release; reading pauses meanwhile."""
+        """The OKs of PUB, MPUB and DPUB wait for the release; reading is not paused while nothing more comes."""
         producer = self.connect()
         producer.send(pub(b"m", b"x") + mpub(b"m", [b"a", b"b"]))
         self.assertEqual(producer.raw(), b"")
-        self.assertEqual(producer.transport.producerState, "paused")
+        self.assertEqual(producer.transport.producerState, "producing")
         self.assertEqual(len(self.held), 1)
         self.held[0].mirror_release()
         self.assertEqual(producer.raw(), OK * 2)
         self.assertEqual(producer.transport.producerState, "producing")
+
+    def test_input_while_held_waits(self) -> None:
+        """Commands read while held pause reading and run only after the release, in order, their OKs behind the held ones."""
+        producer = self.connect()
+        producer.send(pub(b"m", b"x"))
+        producer.send(pub(b"plain", b"y") + pub(b"m", b"z"))
+        self.assertEqual(producer.transport.producerState, "paused")
+        self.assertEqual(self.broker.get_topic("plain").message_count, 0)
+        self.assertEqual(self.broker.get_topic("m").message_count, 1)
+        self.held[0].mirror_release()
+        # The kept commands ran: the plain OK, then held again by "m".
+        self.assertEqual(self.broker.get_topic("plain").message_count, 1)
+        self.assertEqual(self.broker.get_topic("m").message_count, 2)
+        self.assertEqual(producer.transport.producerState, "producing")
+        self.assertEqual(len(self.held), 2)
+        self.held[1].mirror_release()
+        self.assertEqual(producer.raw(), OK * 3)
 
     def test_other_topics_not_gated(self) -> None:
         """A publish to a topic that is not mirrored is answered at once."""

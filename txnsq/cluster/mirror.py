@@ -48,7 +48,8 @@ from __future__ import annotations
 import os
 import re
 from base64 import b32encode
-from typing import Any, Dict, List, Optional, Set, Tuple
+from collections import deque
+from typing import Any, Deque, Dict, List, Optional, Set, Tuple
 
 from twisted.internet.task import LoopingCall
 from twisted.logger import Logger
@@ -68,6 +69,7 @@ from txnsq.nsqd.mirror import (
 )
 from txnsq.protocol.mirror import (
     OP_ANSWER_END,
+    OP_MESSAGES,
     OP_FINISHED_APART,
     OP_GROUP,
     OP_LIST_END,
@@ -94,6 +96,15 @@ ACCOUNT = "$G"
 
 #: Unacked bytes past which ``async`` mode holds producers too.
 MAX_LAG_BYTES = 64 * 1024 * 1024
+
+#: Catch-up bytes sent per reactor turn (in payloads of FLUSH_SIZE).
+CATCH_UP_SLICE = 1024 * 1024
+
+#: Unacked bytes past which the catch-up waits for acks before sending more.
+CATCH_UP_WINDOW = 8 * 1024 * 1024
+
+#: No limit on the messages of one channel a catch-up reads.
+_ALL = 1 << 62
 
 #: Ids per exchange payload (16 bytes each, plus 4 of length: ~200 KiB).
 EXCHANGE_CHUNK = 10000
@@ -233,10 +244,23 @@ class Mirror(TopologyListener):
         self.decode_errors = 0
         self.producers_held = 0
         #: Messages sent to peers as they came (catch-up), and catch-ups
-        #: cut short by CATCH_UP_LIMIT.
+        #: run (each of every mirrored channel, in slices).
         self.catch_up_messages = 0
-        self.catch_up_incomplete = 0
+        self.catch_ups = 0
         self._flush_call: Any = None
+        # The catch-up under way: (topic, channel, messages) still to send
+        # (from the first one's ``_catch_up_pos``), the records gathered
+        # meanwhile (sent behind it, in order), the producers waiting for
+        # those, the call sending the next slice, and whether a peer came
+        # while it ran (another catch-up follows).
+        self._catch_up_queue: Deque[Tuple[str, str, List[bytes]]] = deque()
+        self._catch_up_pos = 0
+        self._catching_up = False
+        self._behind: List[RecordBuilder] = []
+        self._behind_bytes = 0
+        self._waiting_behind: List[Any] = []
+        self._catch_up_call: Any = None
+        self._catch_up_again = False
         # (seq, size) of payloads some peer has not acked, oldest first.
         self._unacked: List[Tuple[int, int]] = []
         self.lag_bytes = 0
@@ -334,6 +358,7 @@ class Mirror(TopologyListener):
         call, self._flush_call = self._flush_call, None
         if call is not None and call.active():
             call.cancel()
+        self._end_catch_up()
         self._release_all()
 
     # -- which topics ------------------------------------------------------------
@@ -418,13 +443,29 @@ class Mirror(TopologyListener):
             self._flush_call = self.clock.callLater(0, self.flush)
 
     def flush(self) -> None:
-        """Send the records gathered to every peer, as one numbered payload."""
+        """
+        Send the records gathered to every peer, as one numbered payload
+        (while a catch-up is under way: keep them to send behind it).
+        """
         call, self._flush_call = self._flush_call, None
         if call is not None and call.active():
             call.cancel()
-        builder = self.recorder.builder
+        recorder = self.recorder
+        builder = recorder.builder
         if not builder:
             return
+        if self._catching_up:
+            # Applied before the rest of the catch-up, a FIN would find
+            # nothing to remove and the catch-up would bring its message
+            # back: these records follow it.
+            self._behind.append(builder)
+            self._behind_bytes += builder.size
+            recorder.builder = RecordBuilder()
+            return
+        self._send(builder)
+
+    def _send(self, builder: RecordBuilder) -> None:
+        """Send ``builder``'s records to every peer as the next numbered payload."""
         self.seq = seq = self.seq + 1
         payload = builder.encode(seq)
         size = len(payload)
@@ -448,6 +489,14 @@ class Mirror(TopologyListener):
         ``connection.mirror_release()``).
         """
         if not self.peers:
+            return False
+        if self._catching_up:
+            if self.sync or self.lag_bytes + self._behind_bytes > self.max_lag_bytes:
+                # Its records go behind the catch-up: it waits for that.
+                self.flush()
+                self._waiting_behind.append(connection)
+                self.producers_held += 1
+                return True
             return False
         if self.sync:
             self.flush()
@@ -481,6 +530,12 @@ class Mirror(TopologyListener):
                 freed += size
             del unacked[:keep]
             self.lag_bytes -= freed
+            if (
+                self._catching_up
+                and self._catch_up_call is None
+                and self.lag_bytes < CATCH_UP_WINDOW
+            ):
+                self._catch_up_call = self.clock.callLater(0, self._continue_catch_up)
         waiting = self._waiting
         if waiting and waiting[0][0] <= acked:
             done = [conn for seq, conn in waiting if seq <= acked]
@@ -490,7 +545,10 @@ class Mirror(TopologyListener):
 
     def _release_all(self) -> None:
         waiting, self._waiting = self._waiting, []
+        behind, self._waiting_behind = self._waiting_behind, []
         for _, conn in waiting:
+            conn.mirror_release()
+        for conn in behind:
             conn.mirror_release()
 
     # -- receiving ----------------------------------------------------------------
@@ -764,9 +822,20 @@ class Mirror(TopologyListener):
         so that the new peer -- a restarted standby, or one back after the
         route was down -- holds what this node holds.  The peers already
         in step take the same again (their copies end up the same).
+
+        The channels' states go at once; their messages (read in this turn,
+        all of them) in slices of :data:`CATCH_UP_SLICE` bytes, one slice a
+        reactor turn, and none while :data:`CATCH_UP_WINDOW` bytes are not
+        acked.  What happens meanwhile is sent behind the catch-up, and
+        ``sync`` producers publishing meanwhile wait for it.
         """
-        recorder = self.recorder
-        builder = recorder.builder
+        if self._catching_up:
+            # Under way: the new peer gets the rest of it, then another.
+            self._catch_up_again = True
+            return
+        self.flush()
+        states = RecordBuilder()
+        queue = self._catch_up_queue
         for topic in list(self.broker.topics.values()):
             if topic.mirror is None:
                 continue
@@ -774,39 +843,82 @@ class Mirror(TopologyListener):
             for channel in list(topic.channels.values()):
                 if channel.ephemeral:
                     continue
-                recorder.channel_changed(CHANNEL_OPS["create"], name, channel.name)
-                recorder.channel_changed(CHANNEL_OPS["empty"], name, channel.name)
+                states.add(CHANNEL_OPS["create"], name, channel.name, [])
+                states.add(CHANNEL_OPS["empty"], name, channel.name, [])
                 if channel.paused:
-                    recorder.channel_changed(CHANNEL_OPS["pause"], name, channel.name)
-                messages, complete = channel_snapshot(channel)
-                self._send_chunks(name, channel.name, messages)
-                if not complete:
-                    self.catch_up_incomplete += 1
+                    states.add(CHANNEL_OPS["pause"], name, channel.name, [])
+                messages, _ = channel_snapshot(channel, _ALL)
+                if messages:
+                    queue.append((name, channel.name, messages))
             # The topic's own state: paused or not, and what it holds.
-            recorder.channel_changed(
-                CHANNEL_OPS["pause" if topic.paused else "unpause"], name, ""
-            )
-            recorder.channel_changed(CHANNEL_OPS["empty"], name, "")
-            held, complete = topic_snapshot(topic)
-            self._send_chunks(name, "", held)
-            if not complete:
-                self.catch_up_incomplete += 1
-        if builder:
-            self.flush()
+            states.add(CHANNEL_OPS["pause" if topic.paused else "unpause"], name, "", [])
+            states.add(CHANNEL_OPS["empty"], name, "", [])
+            held, _ = topic_snapshot(topic, _ALL)
+            if held:
+                queue.append((name, "", held))
+        self.catch_ups += 1
+        if states:
+            self._send(states)
+        self._catching_up = True
+        self._catch_up_pos = 0
+        self._continue_catch_up()
 
-    def _send_chunks(self, topic: str, channel: str, messages: List[bytes]) -> None:
-        """Record ``messages`` (of ``channel``, or of the topic), sent in payloads of FLUSH_SIZE."""
-        start = 0
-        size = 0
-        for index, data in enumerate(messages):
-            size += len(data)
-            if size >= FLUSH_SIZE:
-                self.recorder.handed_over(topic, channel, messages[start : index + 1])
-                self.flush()
-                start, size = index + 1, 0
-        if start < len(messages):
-            self.recorder.handed_over(topic, channel, messages[start:])
-        self.catch_up_messages += len(messages)
+    def _continue_catch_up(self) -> None:
+        """Send the catch-up's next slice; once all is sent, what was kept behind it."""
+        self._catch_up_call = None
+        if not self._catching_up:
+            return
+        queue = self._catch_up_queue
+        sent = 0
+        while queue and sent < CATCH_UP_SLICE and self.lag_bytes < CATCH_UP_WINDOW:
+            topic, channel, messages = queue[0]
+            start = end = self._catch_up_pos
+            size = 0
+            count = len(messages)
+            while end < count and size < FLUSH_SIZE:
+                size += len(messages[end])
+                end += 1
+            builder = RecordBuilder()
+            builder.add(OP_MESSAGES, topic, channel, messages[start:end])
+            self._send(builder)
+            sent += size
+            self.catch_up_messages += end - start
+            if end >= count:
+                queue.popleft()
+                self._catch_up_pos = 0
+            else:
+                self._catch_up_pos = end
+        if queue:
+            if self.lag_bytes < CATCH_UP_WINDOW:
+                self._catch_up_call = self.clock.callLater(0, self._continue_catch_up)
+            # Else the acks that bring the lag down send the next slice.
+            return
+        # All sent: the records kept meanwhile follow, in order, and the
+        # producers waiting for them wait for their acks.
+        self._catching_up = False
+        behind, self._behind = self._behind, []
+        self._behind_bytes = 0
+        for builder in behind:
+            self._send(builder)
+        waiting, self._waiting_behind = self._waiting_behind, []
+        target = self.seq
+        self._waiting.extend((target, conn) for conn in waiting)
+        self._release()
+        if self._catch_up_again:
+            self._catch_up_again = False
+            self._catch_up()
+
+    def _end_catch_up(self) -> None:
+        """No peer left (or stopping): the catch-up under way is dropped."""
+        call, self._catch_up_call = self._catch_up_call, None
+        if call is not None and call.active():
+            call.cancel()
+        self._catch_up_queue.clear()
+        self._catch_up_pos = 0
+        self._catching_up = False
+        self._catch_up_again = False
+        self._behind = []
+        self._behind_bytes = 0
 
     def route_down(self, server_id: str) -> None:
         """A server has no route left: its copy fails over after the timeout."""
@@ -818,6 +930,7 @@ class Mirror(TopologyListener):
             self.recorder.live = False
             self._unacked = []
             self.lag_bytes = 0
+            self._end_catch_up()
         self._release()
         if not self.peers:
             self._release_all()
@@ -915,7 +1028,9 @@ class Mirror(TopologyListener):
             "producers_held": self.producers_held,
             "decode_errors": self.decode_errors,
             "catch_up_messages": self.catch_up_messages,
-            "catch_up_incomplete": self.catch_up_incomplete,
+            "catch_ups": self.catch_ups,
+            "catch_up_pending": sum(len(messages) for _, _, messages in self._catch_up_queue)
+            - self._catch_up_pos,
             "heartbeat": {
                 "interval": self.heartbeat[0],
                 "silence_limit": self.heartbeat[1],

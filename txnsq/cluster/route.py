@@ -24,10 +24,12 @@ from collections import deque
 from typing import TYPE_CHECKING, Any, Deque, Dict, List, Optional
 
 from twisted.internet.protocol import Protocol
+from twisted.internet.tcp import Connection
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
 from txnsq.cluster.interest import InterestTable
+from txnsq.nsqd.listener import set_no_delay
 from txnsq.protocol.nats_route import (
     CRLF,
     ERR_AUTHORIZATION,
@@ -55,7 +57,8 @@ from txnsq.protocol.nats_route import (
 if TYPE_CHECKING:
     from txnsq.cluster.node import RouteNode
 
-__all__ = ["RouteProtocol", "CONNECTING", "AWAIT_CONNECT", "AWAIT_INFO", "ROUTED", "CLOSED"]
+
+__all__ = ["RouteProtocol", "write_now", "CONNECTING", "AWAIT_CONNECT", "AWAIT_INFO", "ROUTED", "CLOSED"]
 
 #: States.  Dialing side: CONNECTING (waiting for the server's INFO).
 #: Accepting side: AWAIT_CONNECT, then AWAIT_INFO.  Both: ROUTED, CLOSED.
@@ -83,6 +86,40 @@ def _as_batch(message: RouteMessage) -> RouteMessages:
         [message.payload],
         [headers] if headers is not None else None,
     )
+
+
+def write_now(transport: Any, data: bytes) -> None:
+    """
+    Write ``data`` to ``transport``: straight to its socket when it is a
+    plain TCP connection with nothing buffered (the rest, if the socket
+    takes part of it, buffered as usual), else through ``write``.
+
+    Twisted's ``write`` only buffers: the reactor then polls for
+    writability, sends, and stops polling -- two ``epoll_ctl`` calls and
+    one more reactor turn for each mirror payload and each ack, which a
+    mirrored publish in ``sync`` mode waits for (docs/mirroring.md,
+    publish cost).  Sending at once changes no order: nothing is
+    buffered ahead of it.
+    """
+    if (
+        isinstance(transport, Connection)
+        and not transport.TLS
+        and transport.connected
+        and not transport.disconnecting
+        and not transport.dataBuffer
+        and not transport._tempDataBuffer
+    ):
+        try:
+            sent = transport.socket.send(data)
+        except BlockingIOError:
+            sent = 0
+        except OSError:
+            # Left to the reactor, which closes the connection as usual.
+            sent = 0
+        if sent == len(data):
+            return
+        data = data[sent:]
+    transport.write(data)
 
 
 class RouteProtocol(Protocol):
@@ -138,6 +175,11 @@ class RouteProtocol(Protocol):
     def connectionMade(self) -> None:
         """Count the connection; an accepted route sends its INFO at once."""
         self.connected_at = self.node.clock.seconds()
+        # As nats-server (Go) does on every TCP connection: with Nagle on,
+        # the tail of a payload written while an earlier one is not yet
+        # acknowledged waits for the peer's delayed ACK (40 ms on Linux),
+        # and a sync mirror publish waits for that payload.
+        set_no_delay(self.transport)
         self.node.connection_made(self)
         if not self.outbound:
             self.transport.write(encode_info(self.node.info_fields()))
@@ -315,7 +357,7 @@ class RouteProtocol(Protocol):
         """Write one RMSG/HMSG: its line (``head``), payload and CRLF."""
         self.messages_out += 1
         self.bytes_out += len(payload)
-        self.transport.writeSequence((head, payload, CRLF))
+        write_now(self.transport, b"".join((head, payload, CRLF)))
 
     def send_messages(self, data: bytes, count: int, size: int) -> None:
         """Write ``count`` messages (``size`` payload bytes) already framed in ``data``."""

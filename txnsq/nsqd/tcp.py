@@ -147,6 +147,9 @@ class NSQDProtocol(V2Commands, Protocol):
         # broker's mirror gate before its OK leaves; output held meanwhile.
         self._mirror_wait = False
         self._mirror_held = False
+        # Reads that came while held (reading is paused at the first one).
+        self._mirror_input: List[bytes] = []
+        self._mirror_paused = False
         self._heartbeat_call: Optional[IDelayedCall] = None
         self._read_deadline_call: Optional[IDelayedCall] = None
         # TLS deadlines: finishing the handshake, and closing.
@@ -197,6 +200,9 @@ class NSQDProtocol(V2Commands, Protocol):
     def dataReceived(self, data: bytes) -> None:
         """Feed bytes to the command parser and run every complete command."""
         if self._dead:
+            return
+        if self._mirror_held:
+            self._hold_input(data)
             return
         flusher = self._flusher
         flusher.reading()
@@ -380,21 +386,34 @@ class NSQDProtocol(V2Commands, Protocol):
         gate = self.broker.mirror_gate
         if gate is None or not gate(self):
             return False
+        # Reading is paused only if the producer sends more meanwhile
+        # (_hold_input): one waiting for its OK costs no pause and resume
+        # (two epoll_ctl calls a publish).
         self._mirror_held = True
-        if self.transport is not None and not self._blocked:
-            self.transport.pauseProducing()  # type: ignore[attr-defined]
         return True
 
+    def _hold_input(self, data: bytes) -> None:
+        """Bytes read while held for the mirror: kept, and reading paused."""
+        self._mirror_input.append(data)
+        self._mirror_paused = True
+        if self.transport is not None and not self._blocked:
+            self.transport.pauseProducing()  # type: ignore[attr-defined]
+
     def mirror_release(self) -> None:
-        """The mirror confirmed: write the held output and read again."""
+        """The mirror confirmed: write the held output, then read again (what was kept first)."""
         if not self._mirror_held:
             return
         self._mirror_held = False
         if self.state == STATE_CLOSED or self.transport is None:
             return
-        if not self._blocked:
-            self.transport.resumeProducing()  # type: ignore[attr-defined]
         self.flush_output()
+        if self._mirror_paused:
+            self._mirror_paused = False
+            if not self._blocked:
+                self.transport.resumeProducing()  # type: ignore[attr-defined]
+        if self._mirror_input and not self._mirror_held:
+            kept, self._mirror_input = self._mirror_input, []
+            self.dataReceived(kept[0] if len(kept) == 1 else b"".join(kept))
 
     def _abort(self) -> None:
         """Stop reading and close once pending writes are flushed."""
