@@ -5,16 +5,13 @@ keepalive, interest, errors and backpressure (StringTransport and Clock).
 
 from __future__ import annotations
 
-import socket
 from typing import Any, List
 
-from twisted.internet.protocol import Protocol
-from twisted.internet.tcp import Connection
-from twisted.internet.testing import MemoryReactor, StringTransport
+from twisted.internet.testing import StringTransport
 from twisted.trial.unittest import SynchronousTestCase
 
 from tests.cluster_fakes import dialed_route, make_node, server_info, written
-from txnsq.cluster.route import AWAIT_CONNECT, AWAIT_INFO, CLOSED, ROUTED, write_now
+from txnsq.cluster.route import AWAIT_CONNECT, AWAIT_INFO, CLOSED, ROUTED
 from txnsq.protocol.nats_route import (
     Connect,
     Err,
@@ -255,55 +252,3 @@ class BackpressureTests(SynchronousTestCase):
         self.assertEqual(transport.producerState, "producing")
         self.assertEqual(protocol.messages_in, 4)
         self.assertEqual(node.paused, 1)
-
-
-class WriteNowTests(SynchronousTestCase):
-    """write_now: straight to the socket when nothing is buffered, else buffered behind."""
-
-    def connection(self) -> Any:
-        """A TCP transport over one end of a socket pair, on a MemoryReactor; and the other end."""
-        ours, theirs = socket.socketpair()
-        ours.setblocking(False)
-        theirs.setblocking(False)
-        self.addCleanup(ours.close)
-        self.addCleanup(theirs.close)
-        reactor = MemoryReactor()
-        transport = Connection(ours, Protocol(), reactor)
-        transport.connected = True
-        return transport, theirs, reactor
-
-    def test_sent_at_once(self) -> None:
-        """With nothing buffered the bytes are on the socket at once and nothing waits for writability."""
-        transport, theirs, reactor = self.connection()
-        write_now(transport, b"RMSG x\r\n")
-        self.assertEqual(theirs.recv(100), b"RMSG x\r\n")
-        self.assertEqual(reactor.getWriters(), [])
-
-    def test_behind_buffered(self) -> None:
-        """Bytes already buffered go first: the new ones are buffered behind them, not sent."""
-        transport, theirs, reactor = self.connection()
-        transport.write(b"first ")
-        write_now(transport, b"second")
-        self.assertRaises(BlockingIOError, theirs.recv, 100)
-        transport.doWrite()
-        self.assertEqual(theirs.recv(100), b"first second")
-
-    def test_partial_send_buffered(self) -> None:
-        """What the socket does not take is buffered, in order."""
-        transport, theirs, reactor = self.connection()
-        data = bytes(range(256)) * 40000  # more than a socket pair's buffers
-        write_now(transport, data)
-        self.assertEqual(reactor.getWriters(), [transport])
-        received = b""
-        while len(received) < len(data):
-            try:
-                received += theirs.recv(1 << 20)
-            except BlockingIOError:
-                transport.doWrite()
-        self.assertEqual(received, data)
-
-    def test_other_transports_written(self) -> None:
-        """A transport that is not a plain TCP connection (a test's, TLS) gets ``write``."""
-        transport = StringTransport()
-        write_now(transport, b"x")
-        self.assertEqual(transport.value(), b"x")

@@ -24,7 +24,6 @@ from collections import deque
 from typing import TYPE_CHECKING, Any, Deque, Dict, List, Optional
 
 from twisted.internet.protocol import Protocol
-from twisted.internet.tcp import Connection
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
@@ -58,7 +57,7 @@ if TYPE_CHECKING:
     from txnsq.cluster.node import RouteNode
 
 
-__all__ = ["RouteProtocol", "write_now", "CONNECTING", "AWAIT_CONNECT", "AWAIT_INFO", "ROUTED", "CLOSED"]
+__all__ = ["RouteProtocol", "CONNECTING", "AWAIT_CONNECT", "AWAIT_INFO", "ROUTED", "CLOSED"]
 
 #: States.  Dialing side: CONNECTING (waiting for the server's INFO).
 #: Accepting side: AWAIT_CONNECT, then AWAIT_INFO.  Both: ROUTED, CLOSED.
@@ -86,40 +85,6 @@ def _as_batch(message: RouteMessage) -> RouteMessages:
         [message.payload],
         [headers] if headers is not None else None,
     )
-
-
-def write_now(transport: Any, data: bytes) -> None:
-    """
-    Write ``data`` to ``transport``: straight to its socket when it is a
-    plain TCP connection with nothing buffered (the rest, if the socket
-    takes part of it, buffered as usual), else through ``write``.
-
-    Twisted's ``write`` only buffers: the reactor then polls for
-    writability, sends, and stops polling -- two ``epoll_ctl`` calls and
-    one more reactor turn for each mirror payload and each ack, which a
-    mirrored publish in ``sync`` mode waits for (docs/mirroring.md,
-    publish cost).  Sending at once changes no order: nothing is
-    buffered ahead of it.
-    """
-    if (
-        isinstance(transport, Connection)
-        and not transport.TLS
-        and transport.connected
-        and not transport.disconnecting
-        and not transport.dataBuffer
-        and not transport._tempDataBuffer
-    ):
-        try:
-            sent = transport.socket.send(data)
-        except BlockingIOError:
-            sent = 0
-        except OSError:
-            # Left to the reactor, which closes the connection as usual.
-            sent = 0
-        if sent == len(data):
-            return
-        data = data[sent:]
-    transport.write(data)
 
 
 class RouteProtocol(Protocol):
@@ -357,7 +322,7 @@ class RouteProtocol(Protocol):
         """Write one RMSG/HMSG: its line (``head``), payload and CRLF."""
         self.messages_out += 1
         self.bytes_out += len(payload)
-        write_now(self.transport, b"".join((head, payload, CRLF)))
+        self.transport.write(b"".join((head, payload, CRLF)))
 
     def send_messages(self, data: bytes, count: int, size: int) -> None:
         """Write ``count`` messages (``size`` payload bytes) already framed in ``data``."""
