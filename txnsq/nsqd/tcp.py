@@ -26,6 +26,7 @@ from txnsq.addresses import go_address
 from txnsq.nsqd.commands import STATE_CLOSED, STATE_CLOSING, STATE_INIT, STATE_SUBSCRIBED, V2Commands
 from txnsq.nsqd.features import ServerFeatures
 from txnsq.nsqd.listener import set_no_delay
+from txnsq.nsqd.mirror_hold import MirrorHold
 from txnsq.nsqd.output import scheduler_for
 from txnsq.nsqd.tls import cipher_suite_name, tls_version_name
 from txnsq.protocol.compression import CompressionError
@@ -65,7 +66,7 @@ _FRAME_TYPE_MESSAGE = 2
 
 
 @implementer(IHandshakeListener)
-class NSQDProtocol(V2Commands, Protocol):
+class NSQDProtocol(V2Commands, MirrorHold, Protocol):
     """
     One client connection speaking NSQ's V2 protocol.
 
@@ -143,13 +144,7 @@ class NSQDProtocol(V2Commands, Protocol):
             early_check=self._early_check if features.tls_required else None,
         )
         self._dead = False
-        # Mirrored topics (txnsq.cluster.mirror): a publish to one asks the
-        # broker's mirror gate before its OK leaves; output held meanwhile.
-        self._mirror_wait = False
-        self._mirror_held = False
-        # Reads that came while held (reading is paused at the first one).
-        self._mirror_input: List[bytes] = []
-        self._mirror_paused = False
+        self._init_mirror_hold()
         self._heartbeat_call: Optional[IDelayedCall] = None
         self._read_deadline_call: Optional[IDelayedCall] = None
         # TLS deadlines: finishing the handshake, and closing.
@@ -373,47 +368,6 @@ class NSQDProtocol(V2Commands, Protocol):
         data = out[0] if len(out) == 1 else b"".join(out)
         encoder = self._encoder
         self.transport.write(data if encoder is None else encoder.encode(data))
-
-    def _mirror_gate(self) -> bool:
-        """
-        Output waits while the mirror has not confirmed the publishes it
-        answers (``--mirror-ack=sync``, or a lagging peer): reading pauses,
-        so producers slow down.  True while held.
-        """
-        if self._mirror_held:
-            return True
-        self._mirror_wait = False
-        gate = self.broker.mirror_gate
-        if gate is None or not gate(self):
-            return False
-        # Reading is paused only if the producer sends more meanwhile
-        # (_hold_input): one waiting for its OK costs no pause and resume
-        # (two epoll_ctl calls a publish).
-        self._mirror_held = True
-        return True
-
-    def _hold_input(self, data: bytes) -> None:
-        """Bytes read while held for the mirror: kept, and reading paused."""
-        self._mirror_input.append(data)
-        self._mirror_paused = True
-        if self.transport is not None and not self._blocked:
-            self.transport.pauseProducing()  # type: ignore[attr-defined]
-
-    def mirror_release(self) -> None:
-        """The mirror confirmed: write the held output, then read again (what was kept first)."""
-        if not self._mirror_held:
-            return
-        self._mirror_held = False
-        if self.state == STATE_CLOSED or self.transport is None:
-            return
-        self.flush_output()
-        if self._mirror_paused:
-            self._mirror_paused = False
-            if not self._blocked:
-                self.transport.resumeProducing()  # type: ignore[attr-defined]
-        if self._mirror_input and not self._mirror_held:
-            kept, self._mirror_input = self._mirror_input, []
-            self.dataReceived(kept[0] if len(kept) == 1 else b"".join(kept))
 
     def _abort(self) -> None:
         """Stop reading and close once pending writes are flushed."""
