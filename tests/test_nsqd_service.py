@@ -420,6 +420,23 @@ class ConstructionTests(SynchronousTestCase):
         self.assertIs(service.https_listener.endpoint, https)
         self.assertIsNone(NSQDService(self.options("--https-address="), Clock(), storage="memory").https_listener)
 
+    def test_metaq_endpoint(self) -> None:
+        """A metaq_endpoint serves MetaQ there without --metaq-address; none is served without either."""
+        from twisted.internet.testing import MemoryReactorClock
+
+        from tests.endpoint_fakes import RecordingEndpoint
+        from txnsq.metaq.server import MetaqFactory
+
+        metaq = RecordingEndpoint(4153)
+        service = NSQDService(self.options(), MemoryReactorClock(), storage="memory", metaq_endpoint=metaq)
+        assert service.metaq_listener is not None
+        self.assertIs(service.metaq_listener.endpoint, metaq)
+        service.startService()
+        self.addCleanup(service.stopService)
+        self.assertEqual(metaq.factories, [service.metaq_factory])
+        self.assertIsInstance(service.metaq_factory, MetaqFactory)
+        self.assertIsNone(NSQDService(self.options(), Clock(), storage="memory").metaq_listener)
+
     def test_open_data_early(self) -> None:
         """open_data takes the lock and nsqd.dat before starting, once; a second nsqd on the path is refused."""
         from txnsq.nsqd.data_path_lock import DataPathError

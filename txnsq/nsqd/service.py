@@ -31,7 +31,6 @@ from txnsq.nsqd.stats import collect, to_json
 from txnsq.nsqd.data_path_lock import DataPathError, DataPathLock
 from txnsq.nsqd.metadata import MetadataStore
 from txnsq.nsqd.metadata_format import MetadataError
-from txnsq.listen_address import listen_endpoint_description
 from txnsq.nsqd.options import NSQDOptions
 from txnsq.nsqd.tcp import NSQDFactory, ServerFeatures
 from txnsq.nsqd.tls import TLSConfigError, tls_server_options
@@ -81,6 +80,9 @@ class NSQDService(MultiService):
         (``options.http_address``).
     :param https_endpoint: the same for HTTPS (``options.https_address``),
         served only with ``tls``.
+    :param metaq_endpoint: the same for the MetaQ listener over the
+        retained topics (``options.metaq_address``; none when both are
+        unset).
     :raises ValueError: ``options`` name TLS files but no ``tls`` was
         given (use :meth:`fromOptions`), an unknown storage name, or a
         listen address string that cannot be read.
@@ -105,7 +107,7 @@ class NSQDService(MultiService):
         TLS certificate and key files they name read (Go's
         ``buildTLSConfig``), and those of ``--cluster-tls-*``.
         ``endpoints`` are the constructor's ``tcp_endpoint``,
-        ``http_endpoint`` and ``https_endpoint``.
+        ``http_endpoint``, ``https_endpoint`` and ``metaq_endpoint``.
 
         :raises TLSConfigError: a TLS certificate or key cannot be used.
         """
@@ -134,6 +136,7 @@ class NSQDService(MultiService):
         tcp_endpoint: Optional[ListenTarget] = None,
         http_endpoint: Optional[ListenTarget] = None,
         https_endpoint: Optional[ListenTarget] = None,
+        metaq_endpoint: Optional[ListenTarget] = None,
     ) -> None:
         MultiService.__init__(self)
         if reactor is None:
@@ -205,8 +208,10 @@ class NSQDService(MultiService):
             )
         self.metaq_factory: Optional[Any] = None
         self.metaq_listener: Optional[ListeningService] = None
-        if options.metaq_address:
-            self.metaq_listener = self._metaq_listener(options, reactor, tls, auth)
+        if metaq_endpoint is None and options.metaq_address:
+            metaq_endpoint = options.metaq_address
+        if metaq_endpoint is not None:
+            self.metaq_listener = self._metaq_listener(options, reactor, tls, auth, listen_target(metaq_endpoint))
         self.tcp_listener.setServiceParent(self)
         self.http_listener.setServiceParent(self)
         if self.https_listener is not None:
@@ -243,10 +248,10 @@ class NSQDService(MultiService):
             self.statsd.setServiceParent(self)
 
     def _metaq_listener(
-        self, options: NSQDOptions, reactor: Any, tls: Any, auth: Any
+        self, options: NSQDOptions, reactor: Any, tls: Any, auth: Any, endpoint: ListenTarget
     ) -> ListeningService:
         """
-        The MetaQ listener (``--metaq-address``) over the broker's retained
+        The MetaQ listener (``--metaq-address``, or ``endpoint``) over the broker's retained
         topics: TLS from the first byte when ``--tls-required`` (MetaQ has
         no upgrade), plain otherwise; auth as on the TCP port.
         """
@@ -270,7 +275,7 @@ class NSQDService(MultiService):
 
             served = TLSMemoryBIOFactory(tls, False, factory)
         return ListeningService(
-            "MetaQ", reactor, listen_endpoint_description(options.metaq_address), served
+            "MetaQ", reactor, endpoint, served
         )
 
     def _statsd_stats(self) -> Dict[str, Any]:
