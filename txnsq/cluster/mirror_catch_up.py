@@ -26,7 +26,6 @@ CATCH_UP_WINDOW = 8 * 1024 * 1024
 _ALL = 1 << 62
 
 
-
 class CatchUp:
     """:class:`~txnsq.cluster.mirror.Mirror`'s catch-up of the peers, in slices."""
 

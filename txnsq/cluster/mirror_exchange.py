@@ -35,7 +35,6 @@ EXCHANGE_CHUNK = 10000
 Taken = Dict[Tuple[str, str], List[bytes]]
 
 
-
 class FailBack:
     """
     :class:`~txnsq.cluster.mirror.Mirror`'s fail-back exchange, and the

@@ -24,7 +24,6 @@ __all__ = ["MAX_LAG_BYTES", "AckGate"]
 MAX_LAG_BYTES = 64 * 1024 * 1024
 
 
-
 class AckGate:
     """
     :class:`~txnsq.cluster.mirror.Mirror`'s sending of payloads and the

@@ -31,7 +31,6 @@ def heartbeat_of(failover_timeout: float) -> Tuple[float, float]:
     return max(0.25, min(failover_timeout / 4.0, 5.0)), max(failover_timeout, 2.0)
 
 
-
 class Heartbeat:
     """:class:`~txnsq.cluster.mirror.Mirror`'s pings, and its watch for silent peers."""
 
