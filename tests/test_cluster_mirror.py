@@ -15,7 +15,8 @@ from twisted.trial.unittest import SynchronousTestCase
 
 from tests.cluster_fakes import FakeDials, dialed_route, written
 from tests.core_fakes import START, FakeConsumer, decode, make_broker
-from txnsq.cluster.mirror import INFO_FIELD, Mirror, load_node_id
+from txnsq.cluster.mirror import INFO_FIELD, Mirror
+from txnsq.cluster.mirror_files import load_node_id
 from txnsq.cluster.node import RouteNode
 from txnsq.cluster.route import RouteProtocol
 from txnsq.protocol.nats_route import RouteMessage
@@ -376,6 +377,34 @@ class NodeIdTests(SynchronousTestCase):
         self.assertEqual(load_node_id(path), first)
         self.assertTrue(first)
 
+    def test_written_durably(self) -> None:
+        """A new id is written as kept files are: synced, renamed in place, the directory synced, no temporary file left."""
+        import os
+
+        import txnsq.files
+
+        path = self.mktemp()
+        os.makedirs(path)
+        synced: List[int] = []
+        dirs: List[str] = []
+        real_fsync = os.fsync
+
+        def fsync(fd: int) -> None:
+            synced.append(fd)
+            real_fsync(fd)
+
+        def fsync_directory(directory: str) -> None:
+            dirs.append(directory)
+
+        self.patch(txnsq.files.os, "fsync", fsync)
+        self.patch(txnsq.files, "fsync_directory", fsync_directory)
+        node_id = load_node_id(path)
+        self.assertEqual(os.listdir(path), ["txnsq-mirror.id"])
+        with open(os.path.join(path, "txnsq-mirror.id")) as stream:
+            self.assertEqual(stream.read(), node_id + "\n")
+        self.assertEqual(len(synced), 1)
+        self.assertEqual(dirs, [path])
+
 
 class HeartbeatTests(MirrorTestCase):
     """A peer that stops answering (hung, not disconnected) is seen by the heartbeat."""
@@ -541,7 +570,7 @@ class CatchUpTests(MirrorTestCase):
 
     def test_large_backlog_in_slices(self) -> None:
         """A backlog larger than a slice arrives whole over several reactor turns; a FIN and a publish made meanwhile follow it, and a sync producer waits for it."""
-        from txnsq.cluster.mirror import CATCH_UP_SLICE
+        from txnsq.cluster.mirror_catch_up import CATCH_UP_SLICE
 
         self.cut()
         self.a = self.big_node()
@@ -582,7 +611,7 @@ class CatchUpTests(MirrorTestCase):
 
     def test_cut_during_catch_up(self) -> None:
         """A route lost while a catch-up runs drops the rest of it and releases the producers waiting for it; the next route gets a whole one."""
-        from txnsq.cluster.mirror import CATCH_UP_SLICE
+        from txnsq.cluster.mirror_catch_up import CATCH_UP_SLICE
 
         self.cut()
         self.a = self.big_node()
@@ -607,7 +636,7 @@ class CatchUpTests(MirrorTestCase):
 
     def test_backlog_waits_for_acks(self) -> None:
         """A catch-up sends no more than its window while the peer has not acked, and goes on when it does."""
-        from txnsq.cluster.mirror import CATCH_UP_WINDOW
+        from txnsq.cluster.mirror_catch_up import CATCH_UP_WINDOW
         from txnsq.nsqd.mirror import FLUSH_SIZE
 
         self.cut()
@@ -782,7 +811,7 @@ class FailBackTests(MirrorTestCase):
 
     def test_large_list_in_chunks(self) -> None:
         """A list longer than one exchange payload is sent in several, each applied."""
-        import txnsq.cluster.mirror as module
+        import txnsq.cluster.mirror_exchange as module
 
         self.patch(module, "EXCHANGE_CHUNK", 2)
         self.a_holds([b"%d" % (n,) for n in range(7)])

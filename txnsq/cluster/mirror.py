@@ -41,43 +41,44 @@ nats-server) is never sent the internal subjects.
   messages in mirrored topics holds their delivery until it has applied
   a peer's exchange, or for ``--mirror-failover-timeout`` when no peer
   comes: a restarted primary does not deliver again what was taken over.
+
+:class:`Mirror` is composed of one part per concern, each in its module:
+the sending and ack gate (:mod:`txnsq.cluster.mirror_gate`), the catch-up
+(:mod:`txnsq.cluster.mirror_catch_up`), the fail-back exchange
+(:mod:`txnsq.cluster.mirror_exchange`), the heartbeat
+(:mod:`txnsq.cluster.mirror_heartbeat`), the takeover
+(:mod:`txnsq.cluster.mirror_failover`), the files kept in the data path
+(:mod:`txnsq.cluster.mirror_files`), the /stats figures
+(:mod:`txnsq.cluster.mirror_stats`); a peer is a
+:class:`~txnsq.cluster.mirror_peer.MirrorPeer`.  This module keeps the
+state they share, the life of it all, the choice of topics, the
+receiving, and the routes coming and going.
 """
 
 from __future__ import annotations
 
-import os
 import re
-from base64 import b32encode
 from collections import deque
 from typing import Any, Deque, Dict, List, Optional, Set, Tuple
 
 from twisted.internet.task import LoopingCall
 from twisted.logger import Logger
 
+from txnsq.cluster.mirror_catch_up import CatchUp
+from txnsq.cluster.mirror_exchange import FailBack, Taken
+from txnsq.cluster.mirror_failover import Failover
+from txnsq.cluster.mirror_files import NamedTopicsFile, random_id
+from txnsq.cluster.mirror_gate import MAX_LAG_BYTES, AckGate
+from txnsq.cluster.mirror_heartbeat import Heartbeat, heartbeat_of
+from txnsq.cluster.mirror_peer import ACCOUNT, MirrorPeer
+from txnsq.cluster.mirror_stats import MirrorStats
 from txnsq.cluster.route import RouteProtocol
 from txnsq.nsqd.broker import TopologyListener
-from txnsq.nsqd.mirror import (
-    CHANNEL_OPS,
-    FLUSH_SIZE,
-    MirrorRecorder,
-    StandbyCopy,
-    channel_snapshot,
-    drop_from_channel,
-    drop_from_topic,
-    holds_messages,
-    topic_snapshot,
-)
+from txnsq.nsqd.mirror import CHANNEL_OPS, MirrorRecorder, StandbyCopy, holds_messages
 from txnsq.protocol.mirror import (
-    OP_ANSWER_END,
-    OP_MESSAGES,
-    OP_FINISHED_APART,
-    OP_GROUP,
-    OP_LIST_END,
-    OP_TAKEN,
     SUBJECT_ACK,
     SUBJECT_DATA,
     SUBJECT_EXCHANGE,
-    SUBJECT_PING,
     MirrorDecodeError,
     RecordBuilder,
     decode_ack,
@@ -86,100 +87,15 @@ from txnsq.protocol.mirror import (
 )
 from txnsq.protocol.nats_route import RouteMessages, encode_rmsg_head
 
-__all__ = ["Mirror", "MirrorPeer", "load_node_id"]
+__all__ = ["Mirror", "MirrorPeer"]
 
 #: The INFO field txnsq peers mirror through.
 INFO_FIELD = "txnsq_mirror"
 
-#: The account internal subjects travel in.
-ACCOUNT = "$G"
 
-#: Unacked bytes past which ``async`` mode holds producers too.
-MAX_LAG_BYTES = 64 * 1024 * 1024
-
-#: Catch-up bytes sent per reactor turn (in payloads of FLUSH_SIZE).
-CATCH_UP_SLICE = 1024 * 1024
-
-#: Unacked bytes past which the catch-up waits for acks before sending more.
-CATCH_UP_WINDOW = 8 * 1024 * 1024
-
-#: No limit on the messages of one channel a catch-up reads.
-_ALL = 1 << 62
-
-#: Ids per exchange payload (16 bytes each, plus 4 of length: ~200 KiB).
-EXCHANGE_CHUNK = 10000
-
-#: Taken-over ids by ``(topic, channel)``.
-Taken = Dict[Tuple[str, str], List[bytes]]
-
-#: File (in ``--data-path``) keeping this node's mirror id across restarts.
-NODE_ID_FILE = "txnsq-mirror.id"
-
-#: File (in ``--data-path``) keeping the topics of ``POST /topic/mirror``.
-NAMED_TOPICS_FILE = "txnsq-mirror.topics"
-
-
-_PING_HEAD = encode_rmsg_head(ACCOUNT, SUBJECT_PING, 0)
-
-
-def _random_id() -> str:
-    return b32encode(os.urandom(10)).decode().lower()
-
-
-def load_node_id(data_path: str) -> str:
-    """
-    This node's mirror id: read from ``data_path``, made and kept there if
-    new (a new one each start when it cannot be written there).
-    """
-    path = os.path.join(data_path or ".", NODE_ID_FILE)
-    try:
-        with open(path) as stream:
-            found = stream.read().strip()
-        if found:
-            return found
-    except OSError:
-        pass
-    node_id = _random_id()
-    try:
-        with open(path + ".tmp", "w") as stream:
-            stream.write(node_id + "\n")
-        os.replace(path + ".tmp", path)
-    except OSError as error:
-        # Mirroring still works; a restart will look like a new node
-        # (its standbys take over at once rather than at its return).
-        Logger().warn(
-            "mirror: cannot keep the node id in {path}: {error}", path=path, error=error
-        )
-    return node_id
-
-
-class MirrorPeer:
-    """A mirroring txnsq peer routed now."""
-
-    __slots__ = ("server_id", "route", "node_id", "epoch", "acked", "up_at", "heard")
-
-    def __init__(self, route: RouteProtocol, node_id: str, epoch: str, now: float) -> None:
-        self.server_id = route.server_id or ""
-        self.route = route
-        self.node_id = node_id
-        self.epoch = epoch
-        self.acked = 0
-        self.up_at = now
-        #: When a mirror message of it last came.
-        self.heard = now
-
-
-def heartbeat_of(failover_timeout: float) -> Tuple[float, float]:
-    """
-    The default ``(heartbeat, silence)`` for a failover timeout: a ping
-    every quarter of it (0.25 to 5 s), a peer silent for as long as the
-    timeout itself (at least 2 s: a loaded machine's pauses are not a
-    hang) treated as unrouted.
-    """
-    return max(0.25, min(failover_timeout / 4.0, 5.0)), max(failover_timeout, 2.0)
-
-
-class Mirror(TopologyListener):
+class Mirror(
+    CatchUp, AckGate, FailBack, Heartbeat, Failover, NamedTopicsFile, MirrorStats, TopologyListener
+):
     """
     One node's mirroring: what it sends its peers, the copies it keeps of
     theirs, and failover.
@@ -187,7 +103,8 @@ class Mirror(TopologyListener):
     :param broker: nsqd's broker.
     :param node: the route node.
     :param clock: ``IReactorTime``.
-    :param node_id: this node's stable mirror id (:func:`load_node_id`).
+    :param node_id: this node's stable mirror id
+        (:func:`~txnsq.cluster.mirror_files.load_node_id`).
     :param topics: regular expression of mirrored topic names (empty: only
         those named by :meth:`mirror_topic`).
     :param ack: ``"sync"`` or ``"async"``.
@@ -219,7 +136,7 @@ class Mirror(TopologyListener):
         self.node = node
         self.clock = clock
         self.node_id = node_id
-        self.epoch = _random_id()
+        self.epoch = random_id()
         self._pattern = re.compile(topics) if topics else None
         self.named: Set[str] = set()
         #: Where ``POST /topic/mirror``'s topics are kept (one a line), or None.
@@ -391,32 +308,6 @@ class Mirror(TopologyListener):
         self._mirrored.pop(name, None)
         self.topic_created(topic)
 
-    def _load_named(self) -> Set[str]:
-        """The topics ``POST /topic/mirror`` named before a restart."""
-        if not self.named_file:
-            return set()
-        try:
-            with open(self.named_file, encoding="ascii") as stream:
-                return {line.strip() for line in stream if line.strip()}
-        except (OSError, UnicodeDecodeError):
-            return set()
-
-    def _keep_named(self) -> None:
-        """Write the named topics (atomically); logged, not raised, when it fails."""
-        if not self.named_file:
-            return
-        from txnsq.files import write_file_atomically
-
-        data = "".join(name + "\n" for name in sorted(self.named)).encode("ascii")
-        try:
-            write_file_atomically(self.named_file, data)
-        except OSError as error:
-            self._log.warn(
-                "mirror: cannot keep the mirrored topics in {path}: {error}",
-                path=self.named_file,
-                error=error,
-            )
-
     def topic_created(self, topic: Any) -> None:
         """A topic was made: mirrored if it should be."""
         if topic.mirror is None and not topic.ephemeral and self.mirrored(topic.name):
@@ -435,121 +326,6 @@ class Mirror(TopologyListener):
         """Peers drop the channel from their copy."""
         if topic.mirror is not None and not channel.ephemeral:
             self.recorder.channel_changed(CHANNEL_OPS["delete"], topic.name, channel.name)
-
-    # -- sending ------------------------------------------------------------------
-
-    def _schedule(self) -> None:
-        if self._flush_call is None:
-            self._flush_call = self.clock.callLater(0, self.flush)
-
-    def flush(self) -> None:
-        """
-        Send the records gathered to every peer, as one numbered payload
-        (while a catch-up is under way: keep them to send behind it).
-        """
-        call, self._flush_call = self._flush_call, None
-        if call is not None and call.active():
-            call.cancel()
-        recorder = self.recorder
-        builder = recorder.builder
-        if not builder:
-            return
-        if self._catching_up:
-            # Applied before the rest of the catch-up, a FIN would find
-            # nothing to remove and the catch-up would bring its message
-            # back: these records follow it.
-            self._behind.append(builder)
-            self._behind_bytes += builder.size
-            recorder.builder = RecordBuilder()
-            return
-        self._send(builder)
-
-    def _send(self, builder: RecordBuilder) -> None:
-        """Send ``builder``'s records to every peer as the next numbered payload."""
-        self.seq = seq = self.seq + 1
-        payload = builder.encode(seq)
-        size = len(payload)
-        head = self._head_cache.get(size)
-        if head is None:
-            if len(self._head_cache) > 1024:
-                self._head_cache.clear()
-            head = self._head_cache[size] = encode_rmsg_head(ACCOUNT, SUBJECT_DATA, size)
-        for peer in self.peers.values():
-            peer.route.send_message(head, payload)
-        self.batches_sent += 1
-        self.bytes_sent += size
-        if self.peers:
-            self._unacked.append((seq, size))
-            self.lag_bytes += size
-
-    def gate(self, connection: Any) -> bool:
-        """
-        The broker's mirror gate: True when ``connection``'s output must
-        wait for the peers' acks (it is then released by
-        ``connection.mirror_release()``).
-        """
-        if not self.peers:
-            return False
-        if self._catching_up:
-            if self.sync or self.lag_bytes + self._behind_bytes > self.max_lag_bytes:
-                # Its records go behind the catch-up: it waits for that.
-                self.flush()
-                self._waiting_behind.append(connection)
-                self.producers_held += 1
-                return True
-            return False
-        if self.sync:
-            self.flush()
-        elif self.lag_bytes <= self.max_lag_bytes:
-            return False
-        else:
-            self.flush()
-        target = self.seq
-        if self._acked() >= target:
-            return False
-        self._waiting.append((target, connection))
-        self.producers_held += 1
-        return True
-
-    def _acked(self) -> int:
-        peers = self.peers
-        if not peers:
-            return self.seq
-        return min(peer.acked for peer in peers.values())
-
-    def _release(self) -> None:
-        acked = self._acked()
-        unacked = self._unacked
-        if unacked and unacked[0][0] <= acked:
-            keep = 0
-            freed = 0
-            for seq, size in unacked:
-                if seq > acked:
-                    break
-                keep += 1
-                freed += size
-            del unacked[:keep]
-            self.lag_bytes -= freed
-            if (
-                self._catching_up
-                and self._catch_up_call is None
-                and self.lag_bytes < CATCH_UP_WINDOW
-            ):
-                self._catch_up_call = self.clock.callLater(0, self._continue_catch_up)
-        waiting = self._waiting
-        if waiting and waiting[0][0] <= acked:
-            done = [conn for seq, conn in waiting if seq <= acked]
-            self._waiting = [(seq, conn) for seq, conn in waiting if seq > acked]
-            for conn in done:
-                conn.mirror_release()
-
-    def _release_all(self) -> None:
-        waiting, self._waiting = self._waiting, []
-        behind, self._waiting_behind = self._waiting_behind, []
-        for _, conn in waiting:
-            conn.mirror_release()
-        for conn in behind:
-            conn.mirror_release()
 
     # -- receiving ----------------------------------------------------------------
 
@@ -626,151 +402,6 @@ class Mirror(TopologyListener):
                 self._exchange_received(peer, records)
         return count
 
-    # -- heartbeats -----------------------------------------------------------------
-
-    def _beat(self) -> None:
-        """Ping every peer; a peer silent past the limit is treated as unrouted."""
-        now = self.clock.seconds()
-        limit = self.heartbeat[1]
-        for server_id, peer in list(self.peers.items()):
-            if now - peer.heard > limit:
-                self.silences += 1
-                self._log.warn(
-                    "mirror: peer {peer} silent for {seconds:.1f}s: treated as down",
-                    peer=peer.node_id,
-                    seconds=now - peer.heard,
-                )
-                route = peer.route
-                self.route_down(server_id)
-                self._silenced[server_id] = route
-            else:
-                peer.route.send_message(_PING_HEAD, b"")
-        for route in self._silenced.values():
-            # Still routed: our pings let it hear us again when it wakes.
-            route.send_message(_PING_HEAD, b"")
-
-    # -- fail-back exchange -----------------------------------------------------
-
-    def _hold(self, channel: Any) -> None:
-        if not channel.ephemeral:
-            channel.hold()
-            self._holding.append(channel)
-
-    def _release_hold(self, why: str) -> None:
-        """Deliver what was held at start (a peer's exchange applied, or none came)."""
-        timer, self._hold_timer = self._hold_timer, None
-        if timer is not None and timer.active():
-            timer.cancel()
-        if not self._holding_topics:
-            return
-        holding, self._holding = self._holding, []
-        self._holding_topics = set()
-        for channel in holding:
-            channel.release()
-        if why != "stopping":
-            self._log.info("mirror: delivering held topics ({why})", why=why)
-
-    def _send_exchange(
-        self, route: RouteProtocol, records: List[Tuple[bytes, str, str, List[bytes]]]
-    ) -> None:
-        """Send ``records`` on the exchange subject, in payloads of at most EXCHANGE_CHUNK ids."""
-        builder = RecordBuilder()
-        group: List[bytes] = []
-        for op, topic, channel, items in records:
-            if op == OP_GROUP:
-                group = items
-            start = 0
-            while True:
-                room = EXCHANGE_CHUNK - builder.count
-                if room <= 0:
-                    self._send_exchange_payload(route, builder)
-                    if group and op != OP_GROUP:
-                        # Each payload says whose ids its T records are.
-                        builder.add(OP_GROUP, "", "", group)
-                    continue
-                chunk = items[start : start + room]
-                builder.add(op, topic, channel, chunk)
-                start += len(chunk)
-                if start >= len(items):
-                    break
-        self._send_exchange_payload(route, builder)
-
-    @staticmethod
-    def _send_exchange_payload(route: RouteProtocol, builder: RecordBuilder) -> None:
-        payload = builder.encode(0)
-        route.send_message(encode_rmsg_head(ACCOUNT, SUBJECT_EXCHANGE, len(payload)), payload)
-
-    def _exchange_list(self, peer: MirrorPeer) -> None:
-        """Send ``peer`` the ids taken over from it (none, often), then the end of the list."""
-        records: List[Tuple[bytes, str, str, List[bytes]]] = []
-        for epoch, taken in self.taken_ids.get(peer.node_id, []):
-            records.append((OP_GROUP, "", "", [epoch.encode("ascii", "replace")]))
-            for (topic, channel), ids in taken.items():
-                records.append((OP_TAKEN, topic, channel, ids))
-        records.append((OP_LIST_END, "", "", []))
-        self._send_exchange(peer.route, records)
-
-    def _exchange_received(self, peer: MirrorPeer, records: List[Any]) -> None:
-        """Apply one exchange payload of ``peer``."""
-        mine = False
-        apart = self._apart.setdefault(peer.server_id, {})
-        for op, topic, channel, items in records:
-            if op == OP_GROUP:
-                # Finished apart can be told only by the process they
-                # were taken from: a restarted one lost track of them.
-                mine = bool(items) and items[0].decode("ascii", "replace") == self.epoch
-            elif op == OP_TAKEN:
-                gone = self._drop(topic, channel, items)
-                self.dropped_taken += len(gone)
-                if mine:
-                    finished = [msg_id for msg_id in items if msg_id not in gone]
-                    if finished:
-                        apart.setdefault((topic, channel), []).extend(finished)
-            elif op == OP_LIST_END:
-                self.exchanges_applied += 1
-                answer: List[Tuple[bytes, str, str, List[bytes]]] = [
-                    (OP_FINISHED_APART, topic_name, channel_name, ids)
-                    for (topic_name, channel_name), ids in self._apart.pop(peer.server_id, {}).items()
-                ]
-                answer.append((OP_ANSWER_END, "", "", []))
-                self._send_exchange(peer.route, answer)
-                self._release_hold("exchange with %s" % (peer.node_id,))
-            elif op == OP_FINISHED_APART:
-                gone = self._drop(topic, channel, items)
-                self.dropped_finished_apart += len(gone)
-            elif op == OP_ANSWER_END:
-                # Our list was applied there: no need to send it again.
-                self.taken_ids.pop(peer.node_id, None)
-                self.exchanges_answered += 1
-
-    def _drop(self, topic_name: str, channel_name: str, ids: List[bytes]) -> List[bytes]:
-        """
-        Drop the messages ``ids`` from this node's ``topic_name:channel_name``
-        (``""``: the topic and all its channels); tell the standbys.  The
-        ids found.
-        """
-        topic = self.broker.topics.get(topic_name)
-        if topic is None or not ids:
-            return []
-        wanted = set(ids)
-        found: Set[bytes] = set()
-        if channel_name:
-            targets = [topic.channels.get(channel_name)]
-        else:
-            removed = drop_from_topic(topic, wanted)
-            if removed:
-                found |= removed
-                self.recorder.dropped(topic_name, "", list(removed))
-            targets = list(topic.channels.values())
-        for channel in targets:
-            if channel is None or channel.ephemeral:
-                continue
-            removed = drop_from_channel(channel, wanted)
-            if removed:
-                found |= removed
-                self.recorder.dropped(topic_name, channel.name, list(removed))
-        return [msg_id for msg_id in ids if msg_id in found]
-
     # -- routes -------------------------------------------------------------------
 
     def route_up(self, route: RouteProtocol) -> None:
@@ -815,111 +446,6 @@ class Mirror(TopologyListener):
         self._exchange_list(peer)
         self._log.info("mirror: peer {peer} up", peer=node_id)
 
-    def _catch_up(self) -> None:
-        """
-        A peer came: send every mirrored topic's channels (created, paused)
-        and unfinished messages, each channel emptied first in the copies,
-        so that the new peer -- a restarted standby, or one back after the
-        route was down -- holds what this node holds.  The peers already
-        in step take the same again (their copies end up the same).
-
-        The channels' states go at once; their messages (read in this turn,
-        all of them) in slices of :data:`CATCH_UP_SLICE` bytes, one slice a
-        reactor turn, and none while :data:`CATCH_UP_WINDOW` bytes are not
-        acked.  What happens meanwhile is sent behind the catch-up, and
-        ``sync`` producers publishing meanwhile wait for it.
-        """
-        if self._catching_up:
-            # Under way: the new peer gets the rest of it, then another.
-            self._catch_up_again = True
-            return
-        self.flush()
-        states = RecordBuilder()
-        queue = self._catch_up_queue
-        for topic in list(self.broker.topics.values()):
-            if topic.mirror is None:
-                continue
-            name = topic.name
-            for channel in list(topic.channels.values()):
-                if channel.ephemeral:
-                    continue
-                states.add(CHANNEL_OPS["create"], name, channel.name, [])
-                states.add(CHANNEL_OPS["empty"], name, channel.name, [])
-                if channel.paused:
-                    states.add(CHANNEL_OPS["pause"], name, channel.name, [])
-                messages, _ = channel_snapshot(channel, _ALL)
-                if messages:
-                    queue.append((name, channel.name, messages))
-            # The topic's own state: paused or not, and what it holds.
-            states.add(CHANNEL_OPS["pause" if topic.paused else "unpause"], name, "", [])
-            states.add(CHANNEL_OPS["empty"], name, "", [])
-            held, _ = topic_snapshot(topic, _ALL)
-            if held:
-                queue.append((name, "", held))
-        self.catch_ups += 1
-        if states:
-            self._send(states)
-        self._catching_up = True
-        self._catch_up_pos = 0
-        self._continue_catch_up()
-
-    def _continue_catch_up(self) -> None:
-        """Send the catch-up's next slice; once all is sent, what was kept behind it."""
-        self._catch_up_call = None
-        if not self._catching_up:
-            return
-        queue = self._catch_up_queue
-        sent = 0
-        while queue and sent < CATCH_UP_SLICE and self.lag_bytes < CATCH_UP_WINDOW:
-            topic, channel, messages = queue[0]
-            start = end = self._catch_up_pos
-            size = 0
-            count = len(messages)
-            while end < count and size < FLUSH_SIZE:
-                size += len(messages[end])
-                end += 1
-            builder = RecordBuilder()
-            builder.add(OP_MESSAGES, topic, channel, messages[start:end])
-            self._send(builder)
-            sent += size
-            self.catch_up_messages += end - start
-            if end >= count:
-                queue.popleft()
-                self._catch_up_pos = 0
-            else:
-                self._catch_up_pos = end
-        if queue:
-            if self.lag_bytes < CATCH_UP_WINDOW:
-                self._catch_up_call = self.clock.callLater(0, self._continue_catch_up)
-            # Else the acks that bring the lag down send the next slice.
-            return
-        # All sent: the records kept meanwhile follow, in order, and the
-        # producers waiting for them wait for their acks.
-        self._catching_up = False
-        behind, self._behind = self._behind, []
-        self._behind_bytes = 0
-        for builder in behind:
-            self._send(builder)
-        waiting, self._waiting_behind = self._waiting_behind, []
-        target = self.seq
-        self._waiting.extend((target, conn) for conn in waiting)
-        self._release()
-        if self._catch_up_again:
-            self._catch_up_again = False
-            self._catch_up()
-
-    def _end_catch_up(self) -> None:
-        """No peer left (or stopping): the catch-up under way is dropped."""
-        call, self._catch_up_call = self._catch_up_call, None
-        if call is not None and call.active():
-            call.cancel()
-        self._catch_up_queue.clear()
-        self._catch_up_pos = 0
-        self._catching_up = False
-        self._catch_up_again = False
-        self._behind = []
-        self._behind_bytes = 0
-
     def route_down(self, server_id: str) -> None:
         """A server has no route left: its copy fails over after the timeout."""
         self._silenced.pop(server_id, None)
@@ -945,122 +471,3 @@ class Mirror(TopologyListener):
             peer=node_id,
             timeout=self.failover_timeout,
         )
-
-    def _failover(self, node_id: str) -> None:
-        self._timers.pop(node_id, None)
-        self._take_over(node_id, "unreachable")
-
-    def _take_over(self, node_id: str, reason: str) -> None:
-        copy = self.copies.pop(node_id, None)
-        if copy is None:
-            return
-        taken: Dict[Tuple[str, str], List[bytes]] = {}
-        moved = copy.take_over(self.broker, taken, self.clock.seconds())
-        if taken:
-            self.taken_ids.setdefault(node_id, []).append((copy.epoch, taken))
-        if self.journal is not None:
-            self.journal.discard(node_id)
-        self.taken_over.append(
-            {
-                "node_id": node_id,
-                "epoch": copy.epoch,
-                "reason": reason,
-                "messages": moved,
-                "at": self.clock.seconds(),
-                "split_brain": False,
-            }
-        )
-        self._log.warn(
-            "mirror: took over {count} messages of {peer} ({reason})",
-            count=moved,
-            peer=node_id,
-            reason=reason,
-        )
-
-    # -- stats --------------------------------------------------------------------
-
-    def topic_role(self, topic: Any) -> Optional[Dict[str, Any]]:
-        """A mirrored topic's marking in /stats, or ``None`` when not mirrored."""
-        if topic.mirror is None:
-            return None
-        name = topic.name
-        held = 0
-        from_live = False
-        live_ids = {peer.node_id for peer in self.peers.values()}
-        for node_id, copy in self.copies.items():
-            found = copy.topics.get(name)
-            if found is not None:
-                held += found.count()
-                from_live = from_live or node_id in live_ids
-        taken = [done for done in self.taken_over if done["messages"]]
-        if topic.message_count == 0 and from_live:
-            role = "standby"
-        elif taken:
-            role = "active (took over)"
-        else:
-            role = "primary"
-        return {
-            "role": role,
-            "standby_messages": held,
-            "peers": sorted(live_ids),
-            "ack": "sync" if self.sync else "async",
-            "lag_bytes": self.lag_bytes,
-        }
-
-    def stats(self) -> Dict[str, Any]:
-        """The ``mirror`` part of the cluster section of /stats."""
-        now = self.clock.seconds()
-        return {
-            "node_id": self.node_id,
-            "epoch": self.epoch,
-            "ack": "sync" if self.sync else "async",
-            "failover_timeout": self.failover_timeout,
-            "topics": sorted(
-                name for name, topic in self.broker.topics.items() if topic.mirror is not None
-            ),
-            "seq": self.seq,
-            "batches_sent": self.batches_sent,
-            "bytes_sent": self.bytes_sent,
-            "batches_applied": self.batches_applied,
-            "lag_bytes": self.lag_bytes,
-            "lag_batches": len(self._unacked),
-            "producers_waiting": len(self._waiting),
-            "producers_held": self.producers_held,
-            "decode_errors": self.decode_errors,
-            "catch_up_messages": self.catch_up_messages,
-            "catch_ups": self.catch_ups,
-            "catch_up_pending": sum(len(messages) for _, _, messages in self._catch_up_queue)
-            - self._catch_up_pos,
-            "heartbeat": {
-                "interval": self.heartbeat[0],
-                "silence_limit": self.heartbeat[1],
-                "silences": self.silences,
-                "silent_peers": len(self._silenced),
-            },
-            "exchange": {
-                "applied": self.exchanges_applied,
-                "answered": self.exchanges_answered,
-                "dropped_taken_over": self.dropped_taken,
-                "dropped_finished_apart": self.dropped_finished_apart,
-                "ids_to_send": {
-                    node_id: sum(len(ids) for _, taken in groups for ids in taken.values())
-                    for node_id, groups in self.taken_ids.items()
-                },
-                "holding": sorted(self._holding_topics),
-            },
-            "peers": [
-                {
-                    "node_id": peer.node_id,
-                    "server_id": peer.server_id,
-                    "epoch": peer.epoch,
-                    "acked_seq": peer.acked,
-                    "heard_ago": round(now - peer.heard, 3),
-                }
-                for peer in self.peers.values()
-            ],
-            "peers_down": {
-                node_id: round(now - since, 3) for node_id, since in self._down_since.items()
-            },
-            "copies": [copy.stats() for copy in self.copies.values()],
-            "taken_over": list(self.taken_over),
-        }

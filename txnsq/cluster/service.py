@@ -137,7 +137,8 @@ class ClusterService(MultiService):
             options.nats_account,
             options.nats_topics,
         )
-        from txnsq.cluster.mirror import NAMED_TOPICS_FILE, Mirror, load_node_id
+        from txnsq.cluster.mirror import Mirror
+        from txnsq.cluster.mirror_files import NAMED_TOPICS_FILE, load_node_id
         from txnsq.cluster.mirror_journal import CopyJournal
 
         # Copies survive a restart when the storage does.

@@ -1,0 +1,169 @@
+# -*- test-case-name: tests.test_cluster_mirror -*-
+"""
+The mirror's sending and its ack gate (:mod:`txnsq.cluster.mirror`): the
+records of a reactor turn go to every peer as one numbered payload; a
+``sync`` producer (an ``async`` one past :data:`MAX_LAG_BYTES` unacked)
+waits until every peer has acked the payload that carried its publish.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, List, Tuple
+
+from twisted.logger import Logger
+
+from txnsq.cluster.mirror_catch_up import CATCH_UP_WINDOW
+from txnsq.cluster.mirror_peer import ACCOUNT, MirrorPeer
+from txnsq.nsqd.mirror import MirrorRecorder
+from txnsq.protocol.mirror import SUBJECT_DATA, RecordBuilder
+from txnsq.protocol.nats_route import encode_rmsg_head
+
+__all__ = ["MAX_LAG_BYTES", "AckGate"]
+
+#: Unacked bytes past which ``async`` mode holds producers too.
+MAX_LAG_BYTES = 64 * 1024 * 1024
+
+
+class AckGate:
+    """
+    :class:`~txnsq.cluster.mirror.Mirror`'s sending of payloads and the
+    gate holding producers until the peers have acked them.
+    """
+
+    _log: Logger
+    clock: Any
+    peers: Dict[str, MirrorPeer]
+    recorder: MirrorRecorder
+    sync: bool
+    max_lag_bytes: int
+    seq: int
+    batches_sent: int
+    bytes_sent: int
+    producers_held: int
+    lag_bytes: int
+    _flush_call: Any
+    _head_cache: Dict[int, bytes]
+    _unacked: List[Tuple[int, int]]
+    _waiting: List[Tuple[int, Any]]
+    # The catch-up's (txnsq.cluster.mirror_catch_up).
+    _catching_up: bool
+    _behind: List[RecordBuilder]
+    _behind_bytes: int
+    _waiting_behind: List[Any]
+    _catch_up_call: Any
+    _continue_catch_up: Callable[[], None]
+
+    # -- sending ------------------------------------------------------------------
+
+    def _schedule(self) -> None:
+        if self._flush_call is None:
+            self._flush_call = self.clock.callLater(0, self.flush)
+
+    def flush(self) -> None:
+        """
+        Send the records gathered to every peer, as one numbered payload
+        (while a catch-up is under way: keep them to send behind it).
+        """
+        call, self._flush_call = self._flush_call, None
+        if call is not None and call.active():
+            call.cancel()
+        recorder = self.recorder
+        builder = recorder.builder
+        if not builder:
+            return
+        if self._catching_up:
+            # Applied before the rest of the catch-up, a FIN would find
+            # nothing to remove and the catch-up would bring its message
+            # back: these records follow it.
+            self._behind.append(builder)
+            self._behind_bytes += builder.size
+            recorder.builder = RecordBuilder()
+            return
+        self._send(builder)
+
+    def _send(self, builder: RecordBuilder) -> None:
+        """Send ``builder``'s records to every peer as the next numbered payload."""
+        self.seq = seq = self.seq + 1
+        payload = builder.encode(seq)
+        size = len(payload)
+        head = self._head_cache.get(size)
+        if head is None:
+            if len(self._head_cache) > 1024:
+                self._head_cache.clear()
+            head = self._head_cache[size] = encode_rmsg_head(ACCOUNT, SUBJECT_DATA, size)
+        for peer in self.peers.values():
+            peer.route.send_message(head, payload)
+        self.batches_sent += 1
+        self.bytes_sent += size
+        if self.peers:
+            self._unacked.append((seq, size))
+            self.lag_bytes += size
+
+    def gate(self, connection: Any) -> bool:
+        """
+        The broker's mirror gate: True when ``connection``'s output must
+        wait for the peers' acks (it is then released by
+        ``connection.mirror_release()``).
+        """
+        if not self.peers:
+            return False
+        if self._catching_up:
+            if self.sync or self.lag_bytes + self._behind_bytes > self.max_lag_bytes:
+                # Its records go behind the catch-up: it waits for that.
+                self.flush()
+                self._waiting_behind.append(connection)
+                self.producers_held += 1
+                return True
+            return False
+        if self.sync:
+            self.flush()
+        elif self.lag_bytes <= self.max_lag_bytes:
+            return False
+        else:
+            self.flush()
+        target = self.seq
+        if self._acked() >= target:
+            return False
+        self._waiting.append((target, connection))
+        self.producers_held += 1
+        return True
+
+    def _acked(self) -> int:
+        peers = self.peers
+        if not peers:
+            return self.seq
+        return min(peer.acked for peer in peers.values())
+
+    def _release(self) -> None:
+        acked = self._acked()
+        unacked = self._unacked
+        if unacked and unacked[0][0] <= acked:
+            keep = 0
+            freed = 0
+            for seq, size in unacked:
+                if seq > acked:
+                    break
+                keep += 1
+                freed += size
+            del unacked[:keep]
+            self.lag_bytes -= freed
+            if (
+                self._catching_up
+                and self._catch_up_call is None
+                and self.lag_bytes < CATCH_UP_WINDOW
+            ):
+                self._catch_up_call = self.clock.callLater(0, self._continue_catch_up)
+        waiting = self._waiting
+        if waiting and waiting[0][0] <= acked:
+            done = [conn for seq, conn in waiting if seq <= acked]
+            self._waiting = [(seq, conn) for seq, conn in waiting if seq > acked]
+            for conn in done:
+                conn.mirror_release()
+
+    def _release_all(self) -> None:
+        waiting, self._waiting = self._waiting, []
+        behind, self._waiting_behind = self._waiting_behind, []
+        for _, conn in waiting:
+            conn.mirror_release()
+        for conn in behind:
+            conn.mirror_release()
