@@ -53,9 +53,11 @@ class CompiledMessagePresenceTests(SynchronousTestCase):
             self.assertIsNone(_compiled)
             self.assertIs(message.encode_message, message.pure_encode_message)
             self.assertIs(message.with_attempts, message.pure_with_attempts)
+            self.assertIs(message.message_frame, message.pure_message_frame)
             return
         self.assertIs(message.encode_message, _compiled.encode_message)
         self.assertIs(message.with_attempts, _compiled.with_attempts)
+        self.assertIs(message.message_frame, _compiled.message_frame)
 
 
 class EncodeMessageTests(SynchronousTestCase):
@@ -123,3 +125,32 @@ class WithAttemptsTests(SynchronousTestCase):
         self.assertEqual(data, bytes(range(40)))
         self.assertEqual(changed[8:10], b"\x02\x01")
         self.assertEqual(changed[:8] + changed[10:], data[:8] + data[10:])
+
+
+class MessageFrameTests(SynchronousTestCase):
+    """``message_frame``: compiled and pure, byte for byte and error for error."""
+
+    def setUp(self) -> None:
+        _needs_compiled(self)
+
+    @settings(max_examples=500, deadline=None)
+    @given(st.binary(max_size=400))
+    def test_same_outcome(self, data: bytes) -> None:
+        """Any payload gives the same frame."""
+        self.assertEqual(_outcome(_compiled.message_frame, data), _outcome(message.pure_message_frame, data))
+
+    @settings(max_examples=50, deadline=None)
+    @given(_odd)
+    def test_odd_arguments(self, data: Any) -> None:
+        """Arguments of other types give the pure function's result or error."""
+        self.assertEqual(_outcome(_compiled.message_frame, data), _outcome(message.pure_message_frame, data))
+
+    def test_argument_count(self) -> None:
+        """A wrong argument count is the pure function's TypeError."""
+        self.assertEqual(_outcome(_compiled.message_frame), _outcome(message.pure_message_frame))
+        self.assertEqual(_outcome(_compiled.message_frame, b"a", b"b"), _outcome(message.pure_message_frame, b"a", b"b"))
+
+    def test_frame(self) -> None:
+        """The frame is the size (payload + 4), frame type 2, then the payload."""
+        payload = message.encode_message(1_700_000_000_000_000_000, 1, b"0123456789abcdef", b"hello")
+        self.assertEqual(_compiled.message_frame(payload), (len(payload) + 4).to_bytes(4, "big") + b"\x00\x00\x00\x02" + payload)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import random
 import struct
+from collections import OrderedDict
 from typing import Any, Dict, List, Optional, Tuple
 
 from twisted.trial.unittest import SynchronousTestCase
@@ -17,6 +18,7 @@ from tests.integration.conformance import load_fixture, send_bytes, unescape
 from txnsq.nsqd.options import NSQDOptions
 from txnsq.protocol.errors import LineTooLong, ProtocolError, go_quote, protocol_error
 from txnsq.protocol.identify import identify_response, negotiate_identify
+from txnsq.protocol import v2 as v2_module
 from txnsq.protocol.names import is_valid_name
 from txnsq.protocol.v2 import (
     BODY_COMMANDS,
@@ -398,6 +400,35 @@ class PubTests(SynchronousTestCase):
             parser.feed(data[start : start + 65536])
             out.extend(drain(parser))
         self.assertEqual(out, [Command(b"PUB", [b"t"], body), Command(b"NOP", [])])
+
+
+class ValidTopicCacheTests(SynchronousTestCase):
+    """The shared cache of valid topic names behind PUB, DPUB and MPUB."""
+
+    def setUp(self) -> None:
+        self.cache: "OrderedDict[bytes, bool]" = OrderedDict()
+        self.patch(v2_module, "_VALID_TOPICS", self.cache)
+        self.patch(v2_module, "_VALID_TOPICS_MAX", 3)
+
+    def test_remembers_valid_names_only(self) -> None:
+        """A valid topic is remembered once published; an invalid one never is."""
+        self.assertEqual(parse_all(pub(b"t", b"a")), [Command(b"PUB", [b"t"], b"a")])
+        self.assertEqual(error_of(b"PUB bad!topic\n"), b'E_BAD_TOPIC PUB topic name "bad!topic" is not valid')
+        self.assertEqual(list(self.cache), [b"t"])
+
+    def test_full_drops_oldest_only(self) -> None:
+        """A new name in a full cache drops the oldest name, not every name."""
+        for name in (b"a", b"b", b"c", b"d"):
+            self.assertEqual(parse_all(pub(name, b"x")), [Command(b"PUB", [name], b"x")])
+        self.assertEqual(list(self.cache), [b"b", b"c", b"d"])
+        self.assertEqual(parse_all(mpub(b"e", [b"x"])), [Command(b"MPUB", [b"e"], [b"x"])])
+        self.assertEqual(list(self.cache), [b"c", b"d", b"e"])
+
+    def test_dropped_name_still_checked(self) -> None:
+        """A name dropped from the cache is checked again, with the same result."""
+        for name in (b"a", b"b", b"c", b"d", b"a"):
+            self.assertEqual(parse_all(pub(name, b"x")), [Command(b"PUB", [name], b"x")])
+        self.assertEqual(list(self.cache), [b"c", b"d", b"a"])
 
 
 class DpubTests(SynchronousTestCase):

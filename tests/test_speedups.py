@@ -224,6 +224,7 @@ class SessionTests(SynchronousTestCase):
             (topic, "encode_message", message.pure_encode_message),
             (channel, "with_attempts", message.pure_with_attempts),
             (channel, "_COMPILED_WITH_ATTEMPTS", None),
+            (tcp, "_compiled_message_frame", None),
         ]
         saved = [(module, name, getattr(module, name)) for module, name, _ in replacements]
         for module, name, value in replacements:

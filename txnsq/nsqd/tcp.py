@@ -34,6 +34,7 @@ from txnsq.protocol.frames import HEARTBEAT_FRAME
 from txnsq.protocol.handshake import BadMagic
 from txnsq.protocol.handshake.server import BAD_PROTOCOL_FRAME, MAGIC_V2
 from txnsq.protocol.identify import DEFAULT_OUTPUT_BUFFER_SIZE, Identity
+from txnsq.protocol import message as _message
 from txnsq.protocol.v2 import Command, V2CommandParser
 
 if TYPE_CHECKING:
@@ -63,6 +64,10 @@ _connection_ids = _count(1)
 _MESSAGE_FRAME_HEADER = struct.Struct(">ii")
 _pack_message_frame_header = _MESSAGE_FRAME_HEADER.pack
 _FRAME_TYPE_MESSAGE = 2
+#: The compiled frame encoder (header and payload in one allocation), or
+#: None: the pure path appends the header and the payload apart, which
+#: costs less in Python than joining them here.
+_compiled_message_frame = None if _message.compiled is None else _message.message_frame
 
 
 @implementer(IHandshakeListener)
@@ -278,8 +283,11 @@ class NSQDProtocol(V2Commands, MirrorHold, Protocol):
         # _write, inlined for the hot path, with the header and the payload
         # appended apart (the join at flush time copies them once).
         out = self._out
-        out.append(_pack_message_frame_header(len(data) + 4, _FRAME_TYPE_MESSAGE))
-        out.append(data)
+        if _compiled_message_frame is not None:
+            out.append(_compiled_message_frame(data))
+        else:
+            out.append(_pack_message_frame_header(len(data) + 4, _FRAME_TYPE_MESSAGE))
+            out.append(data)
         self._out_size += len(data) + 8
         if self._out_size >= self._out_limit:
             self.flush_output()

@@ -22,9 +22,11 @@ __all__ = [
     "decode_message",
     "encode_message",
     "message_attempts",
+    "message_frame",
     "message_id",
     "message_timestamp",
     "pure_encode_message",
+    "pure_message_frame",
     "pure_with_attempts",
     "with_attempts",
 ]
@@ -88,14 +90,27 @@ def with_attempts(data: bytes, attempts: int) -> bytes:
     return data[:8] + _pack_attempts(attempts) + data[10:]
 
 
+_pack_frame_header = struct.Struct(">ii").pack
+
+
+def message_frame(data: bytes) -> bytes:
+    """
+    The V2 frame of a message payload (``size | FRAME_TYPE_MESSAGE |
+    payload``), header and payload in one ``bytes``.
+    """
+    return _pack_frame_header(len(data) + 4, 2) + data
+
+
 #: The pure-Python encoders: the reference the compiled ones
 #: (``txnsq/protocol/_message.c``) are tested against byte for byte, and
 #: what those call for any input outside their fast case.
 pure_encode_message = encode_message
 pure_with_attempts = with_attempts
+pure_message_frame = message_frame
 
 #: The compiled module in use, or ``None`` (pure Python).
 compiled: Any = load_compiled("txnsq.protocol._message")
 if compiled is not None:
     encode_message = compiled.encode_message  # noqa: F811
     with_attempts = compiled.with_attempts  # noqa: F811
+    message_frame = compiled.message_frame  # noqa: F811
