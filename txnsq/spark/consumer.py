@@ -335,9 +335,16 @@ def drain(
     :raises NSQConnectionFailed: the nsqd cannot be reached or breaks.
     :raises NSQError: nsqd refused SUB.
     """
-    for chunk in drain_chunks(address, options, max_count, max(1, max_count), connect):
-        for message in chunk:
-            yield message
+    chunks = drain_chunks(address, options, max_count, max(1, max_count), connect)
+    try:
+        for chunk in chunks:
+            for message in chunk:
+                yield message
+    finally:
+        # Closed early: close the inner generator now, so that its
+        # connection closes and nsqd requeues at once (without reference
+        # counting, as on PyPy, it would wait for the garbage collector).
+        chunks.close()
 
 
 def drain_chunks(
