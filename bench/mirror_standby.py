@@ -7,9 +7,9 @@ previous one's messages when ``--fin``) framed as the route sends them
 applied to a :class:`~txnsq.nsqd.mirror.StandbyCopy` (and written to a
 :class:`~txnsq.cluster.mirror_journal.CopyJournal` with ``--journal``).
 ``count()`` afterwards (the copy brought up to date, as ``/stats`` or a
-failover does) is timed apart.  ``--rounds 0`` only reads the bytes.  With ``--wire FILE`` the bytes are made
-once and kept in FILE (the run that makes it stops there), and later
-runs read them from it.
+failover does) is timed apart.  ``--rounds 0`` only reads the bytes.
+With ``--wire FILE`` the bytes are made once and kept in FILE (the run
+that makes it stops there), and later runs read them from it.
 
 Median of ``--rounds`` runs of ``--count`` messages, in microseconds of
 CPU (``time.process_time``) per message.  ``--rounds 1 --count 20000``

@@ -368,7 +368,10 @@ class LazyCopyTests(SynchronousTestCase):
         )
 
     def test_take_over_unread(self) -> None:
-        """A takeover of a copy never read hands over every unfinished message, in order, delays and pauses kept."""
+        """
+        A takeover of a copy never read hands over every unfinished
+        message, in order, delays and pauses kept.
+        """
         broker = make_broker()
         now_ms = int(broker.clock.seconds() * 1000)
         copy = TopicCopy("t")
@@ -430,7 +433,9 @@ class LazyCopyTests(SynchronousTestCase):
     def test_size_unread(self) -> None:
         """size() counts the bytes of logged messages without applying the log."""
         copy = TopicCopy("t")
-        records = received([(OP_CHANNEL_CREATE, "c", []), (OP_MESSAGES, "", [message(1), message(2)])])
+        records = received(
+            [(OP_CHANNEL_CREATE, "c", []), (OP_MESSAGES, "", [message(1), message(2)])]
+        )
         for op, _, channel, items in records:
             copy.apply(op, channel, items)
         self.assertEqual(copy.size(), len(message(1)) + len(message(2)))

@@ -107,8 +107,10 @@ class PackedItemsTests(SynchronousTestCase):
     def encoded(self) -> bytes:
         builder = RecordBuilder()
         # Fixed layout (one size), then sizes that differ, then none.
-        builder.add(OP_MESSAGES, "t", "", [encode_message(1, 0, b"%016d" % (n,), b"x" * 5) for n in range(3)])
-        builder.add(OP_MESSAGES, "u", "c", [encode_message(1, 0, b"%016d" % (n,), b"y" * n) for n in range(4)])
+        same = [encode_message(1, 0, b"%016d" % (n,), b"x" * 5) for n in range(3)]
+        mixed = [encode_message(1, 0, b"%016d" % (n,), b"y" * n) for n in range(4)]
+        builder.add(OP_MESSAGES, "t", "", same)
+        builder.add(OP_MESSAGES, "u", "c", mixed)
         builder.add(OP_FIN, "t", "c", [b"%016d" % (n,) for n in range(2)])
         builder.add(OP_CHANNEL_CREATE, "t", "d", [])
         builder.add(OP_MESSAGES, "v", "", [b"", b""])
