@@ -367,6 +367,29 @@ class LazyCopyTests(SynchronousTestCase):
             },
         )
 
+    def test_catch_up_records(self) -> None:
+        """A catch-up's records (a channel emptied, then its messages) apply as one at a time."""
+        life = [
+            (OP_CHANNEL_CREATE, "c", []),
+            (OP_MESSAGES, "", [message(1), message(2)]),
+            (OP_CHANNEL_EMPTY, "c", []),
+            (OP_MESSAGES, "c", [message(2), message(3)]),
+            (OP_REQ, "c", [encode_delay_item(4000, _id(2))]),
+            (OP_MESSAGES, "d", [message(4)]),
+        ]
+        lazy = TopicCopy("t")
+        eager = TopicCopy("t")
+        for op, _, channel, items in received(life):
+            lazy.apply(op, channel, items, 10)
+            eager.apply(op, channel, items, 10)
+            eager.settle()
+        self.assertEqual(state(lazy), state(eager))
+        self.assertEqual(
+            {name: list(found) for name, found in lazy.channels.items()},
+            {"c": [_id(3), _id(2)], "d": [_id(4)]},
+        )
+        self.assertEqual(lazy.delays, {("c", _id(2)): 4010})
+
     def test_take_over_unread(self) -> None:
         """
         A takeover of a copy never read hands over every unfinished

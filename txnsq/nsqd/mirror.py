@@ -256,9 +256,12 @@ class TopicCopy:
         apply = self._apply
         for op, channel, items, now_ms in log:
             if type(items) is PackedItems:
-                if op == OP_MESSAGES and not channel:
-                    # The common record: cut out with its ids, no slice each.
-                    self._add(items.unpack(), None, items.message_ids())
+                if op == OP_MESSAGES:
+                    # Messages cut out with their ids, no slice each.
+                    if channel:
+                        self._put_channel(channel, items.unpack(), items.message_ids())
+                    else:
+                        self._add(items.unpack(), None, items.message_ids())
                     continue
                 items = items.unpack()
             apply(op, channel, items, now_ms)
@@ -270,11 +273,7 @@ class TopicCopy:
         """Apply one record, received at ``now_ms`` (ms since the epoch), to the dicts."""
         if op == OP_MESSAGES:
             if channel:
-                # Messages of one channel only (a copy taken over, sent on).
-                messages = self._channels.get(channel)
-                if messages is None:
-                    messages = self._channels[channel] = {}
-                messages.update(zip([data[10:26] for data in items], items))
+                self._put_channel(channel, items, [data[10:26] for data in items])
             else:
                 self._add(items, None)
         elif op == OP_FIN:
@@ -337,6 +336,13 @@ class TopicCopy:
             self._paused.pop(channel, None)
             if not channel and self._held and self._channels:
                 self._release_held()
+
+    def _put_channel(self, channel: str, items: Sequence[bytes], ids: Sequence[bytes]) -> None:
+        """Messages of one channel only (a catch-up, or a copy taken over and sent on)."""
+        messages = self._channels.get(channel)
+        if messages is None:
+            messages = self._channels[channel] = {}
+        messages.update(zip(ids, items))
 
     def _release_held(self) -> None:
         """The topic was unpaused: what it held goes to every channel, delays with it."""
