@@ -277,6 +277,20 @@ class FailoverTests(MirrorTestCase):
         self.assertEqual([m.id for m in got], ids[1:])
         self.assertEqual(self.b.mirror.taken_over[0]["messages"], 2)
 
+    def test_failover_of_copy_never_read(self) -> None:
+        """b keeps the payloads unapplied until the takeover, which hands over what a held."""
+        ids = self.publish_two_finish_one()
+        copy = self.b.mirror.copies["node-a"].topics["mt"]
+        self.assertGreater(copy.pending(), 0)
+        self.cut()
+        self.clock.advance(5.1)
+        self.assertEqual(copy.pending(), 0)
+        channel = self.b.broker.topics["mt"].channels["c"]
+        consumer = FakeConsumer(ready_count=10)
+        channel.add_consumer(consumer)
+        channel.consumer_ready(consumer)
+        self.assertEqual([m.id for m in consumer.take()], ids[1:])
+
     def test_back_before_timeout(self) -> None:
         """A route back before the timeout cancels the failover."""
         self.publish_two_finish_one()

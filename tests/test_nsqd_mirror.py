@@ -11,8 +11,10 @@ from typing import List
 from twisted.trial.unittest import SynchronousTestCase
 
 from tests.core_fakes import FakeConsumer, decode, make_broker
+from txnsq.nsqd import mirror
 from txnsq.nsqd.mirror import (
     MirrorRecorder,
+    StandbyCopy,
     TopicCopy,
     channel_snapshot,
     drop_from_channel,
@@ -23,6 +25,7 @@ from txnsq.nsqd.mirror import (
 from txnsq.protocol.message import encode_message
 from txnsq.protocol.mirror import (
     OP_CHANNEL_CREATE,
+    OP_CHANNEL_DELETE,
     OP_CHANNEL_EMPTY,
     OP_CHANNEL_PAUSE,
     OP_CHANNEL_UNPAUSE,
@@ -30,6 +33,7 @@ from txnsq.protocol.mirror import (
     OP_FIN,
     OP_MESSAGES,
     OP_REQ,
+    RecordBuilder,
     decode_records,
     encode_delay_item,
 )
@@ -259,3 +263,222 @@ class DropTests(SynchronousTestCase):
         copy.apply(OP_MESSAGES, "", [message(1), message(2)])
         copy.apply(OP_FIN, "", [b"%016d" % (1,)])
         self.assertEqual(list(copy.held), [b"%016d" % (2,)])
+
+
+def _id(n: int) -> bytes:
+    return b"%016d" % (n,)
+
+
+#: A topic's life on the primary, as records: publishes before any channel
+#: (one deferred), channels made, FINs, REQs with and without a delay, a
+#: channel paused, one deleted, one emptied, the topic paused (holding a
+#: publish) and unpaused, the topic emptied while paused, and records
+#: naming ids and channels the copy does not have.
+LIFE = [
+    (OP_MESSAGES, "", [message(1), message(2)]),
+    (OP_DEFERRED, "", [encode_delay_item(5000, message(3))]),
+    (OP_CHANNEL_CREATE, "a", []),
+    (OP_CHANNEL_CREATE, "b", []),
+    (OP_MESSAGES, "", [message(4), message(5), message(6)]),
+    (OP_FIN, "a", [_id(1), _id(4)]),
+    (OP_REQ, "a", [encode_delay_item(2000, _id(2))]),
+    (OP_REQ, "b", [encode_delay_item(0, _id(5))]),
+    (OP_CHANNEL_PAUSE, "b", []),
+    (OP_CHANNEL_CREATE, "c", []),
+    (OP_MESSAGES, "", [message(7)]),
+    (OP_CHANNEL_DELETE, "c", []),
+    (OP_CHANNEL_CREATE, "d", []),
+    (OP_MESSAGES, "", [message(8)]),
+    (OP_CHANNEL_EMPTY, "d", []),
+    (OP_CHANNEL_PAUSE, "", []),
+    (OP_MESSAGES, "", [message(9)]),
+    (OP_CHANNEL_UNPAUSE, "", []),
+    (OP_DEFERRED, "", [encode_delay_item(0, message(10)), encode_delay_item(9000, message(11))]),
+    (OP_CHANNEL_PAUSE, "", []),
+    (OP_MESSAGES, "", [message(12)]),
+    (OP_CHANNEL_EMPTY, "", []),
+    (OP_CHANNEL_UNPAUSE, "", []),
+    (OP_FIN, "b", [_id(6), _id(99)]),
+    (OP_REQ, "b", [encode_delay_item(1000, _id(98))]),
+    (OP_FIN, "zzz", [_id(7)]),
+    (OP_CHANNEL_DELETE, "zzz", []),
+]
+
+
+def received(life: list) -> list:
+    """``life``'s records as a standby receives them: encoded, decoded packed."""
+    builder = RecordBuilder()
+    for op, channel, items in life:
+        builder.add(op, "t", channel, list(items))
+    return decode_records(builder.encode(1), packed=True)[1]
+
+
+def state(copy: TopicCopy) -> tuple:
+    return (
+        list(copy.held.items()),
+        {name: list(messages.items()) for name, messages in copy.channels.items()},
+        copy.paused,
+        copy.delays,
+    )
+
+
+class LazyCopyTests(SynchronousTestCase):
+    """A copy keeps its records as received and applies them when read."""
+
+    def test_logged_until_read(self) -> None:
+        """Records are logged, not applied, until something reads the copy."""
+        copy = TopicCopy("t")
+        for op, _, channel, items in received(LIFE[:5]):
+            copy.apply(op, channel, items)
+        self.assertEqual(copy.pending(), 5)
+        # Channel a: 1, 2, 3 (held before it was made), 4, 5, 6; b: 4, 5, 6.
+        self.assertEqual(copy.count(), 9)
+        self.assertEqual(copy.pending(), 0)
+
+    def test_same_as_one_at_a_time(self) -> None:
+        """Applied all at once, the records leave what applying each as it came leaves."""
+        lazy = TopicCopy("t")
+        eager = TopicCopy("t")
+        for step, (op, _, channel, items) in enumerate(received(LIFE)):
+            lazy.apply(op, channel, items, 1000 + step)
+            eager.apply(op, channel, items, 1000 + step)
+            eager.settle()
+        self.assertEqual(lazy.pending(), len(LIFE))
+        self.assertEqual(state(lazy), state(eager))
+        held, channels, paused, delays = state(lazy)
+        self.assertEqual(held, [])
+        self.assertEqual(
+            {name: [decode(data).id for _, data in found] for name, found in channels.items()},
+            {
+                "a": [_id(n) for n in (3, 5, 6, 2, 7, 8, 9, 10, 11)],
+                "b": [_id(n) for n in (4, 5, 7, 8, 9, 10, 11)],
+                "d": [_id(n) for n in (9, 10, 11)],
+            },
+        )
+        self.assertEqual(paused, {"b": True})
+        self.assertEqual(
+            delays,
+            {
+                ("a", _id(3)): 1001 + 5000,
+                ("a", _id(2)): 1006 + 2000,
+                ("a", _id(11)): 1018 + 9000,
+                ("b", _id(11)): 1018 + 9000,
+                ("d", _id(11)): 1018 + 9000,
+            },
+        )
+
+    def test_catch_up_records(self) -> None:
+        """A catch-up's records (a channel emptied, then its messages) apply as one at a time."""
+        life = [
+            (OP_CHANNEL_CREATE, "c", []),
+            (OP_MESSAGES, "", [message(1), message(2)]),
+            (OP_CHANNEL_EMPTY, "c", []),
+            (OP_MESSAGES, "c", [message(2), message(3)]),
+            (OP_REQ, "c", [encode_delay_item(4000, _id(2))]),
+            (OP_MESSAGES, "d", [message(4)]),
+        ]
+        lazy = TopicCopy("t")
+        eager = TopicCopy("t")
+        for op, _, channel, items in received(life):
+            lazy.apply(op, channel, items, 10)
+            eager.apply(op, channel, items, 10)
+            eager.settle()
+        self.assertEqual(state(lazy), state(eager))
+        self.assertEqual(
+            {name: list(found) for name, found in lazy.channels.items()},
+            {"c": [_id(3), _id(2)], "d": [_id(4)]},
+        )
+        self.assertEqual(lazy.delays, {("c", _id(2)): 4010})
+
+    def test_take_over_unread(self) -> None:
+        """
+        A takeover of a copy never read hands over every unfinished
+        message, in order, delays and pauses kept.
+        """
+        broker = make_broker()
+        now_ms = int(broker.clock.seconds() * 1000)
+        copy = TopicCopy("t")
+        for op, _, channel, items in received(LIFE):
+            copy.apply(op, channel, items, now_ms)
+        taken: dict = {}
+        self.assertEqual(copy.take_over(broker, taken, now_ms), 9 + 7 + 3)
+        self.assertEqual((copy.count(), copy.pending()), (0, 0))
+        topic = broker.topics["t"]
+        self.assertEqual(sorted(topic.channels), ["a", "b", "d"])
+        self.assertTrue(topic.channels["b"].paused)
+        self.assertFalse(topic.paused)
+        a = topic.channels["a"]
+        # 3 and 11 deferred for their delays, 2 for the REQ's.
+        self.assertEqual((a.depth(), a.deferred_count), (6, 3))
+        self.assertEqual(
+            [decode(data).id for data in channel_snapshot(a)[0]],
+            [_id(n) for n in (2, 3, 11, 5, 6, 7, 8, 9, 10)],
+        )
+        self.assertEqual(taken[("t", "a")], [_id(n) for n in (3, 5, 6, 2, 7, 8, 9, 10, 11)])
+        b = topic.channels["b"]
+        self.assertEqual(
+            [decode(data).id for data in channel_snapshot(b)[0]],
+            [_id(n) for n in (11, 4, 5, 7, 8, 9, 10)],
+        )
+        broker.clock.advance(5.1)
+        self.assertEqual(a.deferred_count, 1)
+        self.assertEqual(topic.channels["d"].depth() + topic.channels["d"].deferred_count, 3)
+
+    def test_settled_past_removals(self) -> None:
+        """Past SETTLE_REMOVALS FINs and REQs (and the copy's size), the log is applied unasked."""
+        self.patch(mirror, "SETTLE_REMOVALS", 4)
+        copy = TopicCopy("t")
+        life = [(OP_CHANNEL_CREATE, "c", []), (OP_MESSAGES, "", [message(n) for n in range(8)])]
+        life += [(OP_FIN, "c", [_id(n)]) for n in range(3)]
+        for op, _, channel, items in received(life):
+            copy.apply(op, channel, items)
+        # The three FINs are one record.
+        self.assertEqual(copy.pending(), 3)
+        copy.apply(OP_FIN, "c", [_id(3)])
+        # 4 removals: applied.
+        self.assertEqual(copy.pending(), 0)
+        self.assertEqual(copy.count(), 4)
+        for n in range(4, 7):
+            copy.apply(OP_FIN, "c", [_id(n)])
+        # 3 more, fewer than SETTLE_REMOVALS.
+        self.assertEqual(copy.pending(), 3)
+        copy.apply(OP_MESSAGES, "", [message(n) for n in range(10, 20)])
+        copy.apply(OP_FIN, "c", [_id(7)])
+        self.assertEqual(copy.pending(), 0)
+        self.assertEqual(copy.count(), 10)
+        # 10 held when last applied: 4 FINs are not enough now.
+        for n in range(10, 18):
+            copy.apply(OP_FIN, "c", [_id(n)])
+            self.assertEqual(copy.pending(), n - 9)
+        copy.apply(OP_FIN, "c", [_id(18), _id(19)])
+        self.assertEqual((copy.pending(), copy.count()), (0, 0))
+
+    def test_size_unread(self) -> None:
+        """size() counts the bytes of logged messages without applying the log."""
+        copy = TopicCopy("t")
+        records = received(
+            [(OP_CHANNEL_CREATE, "c", []), (OP_MESSAGES, "", [message(1), message(2)])]
+        )
+        for op, _, channel, items in records:
+            copy.apply(op, channel, items)
+        self.assertEqual(copy.size(), len(message(1)) + len(message(2)))
+        self.assertEqual(copy.pending(), 2)
+        copy.apply(OP_FIN, "c", [_id(1)])
+        copy.settle()
+        self.assertEqual(copy.size(), len(message(2)))
+
+    def test_standby_copy(self) -> None:
+        """A StandbyCopy fed packed payloads hands them over at a takeover."""
+        broker = make_broker()
+        copy = StandbyCopy("a", "e")
+        builder = RecordBuilder()
+        builder.add(OP_CHANNEL_CREATE, "t", "c", [])
+        builder.add(OP_MESSAGES, "t", "", [message(1), message(2)])
+        builder.add(OP_MESSAGES, "u", "", [message(3)])
+        copy.apply(1, decode_records(builder.encode(1), packed=True)[1])
+        builder.add(OP_FIN, "t", "c", [_id(1)])
+        copy.apply(2, decode_records(builder.encode(2), packed=True)[1])
+        self.assertEqual(copy.stats()["topics"]["t"], {"held": 0, "channels": {"c": 1}})
+        self.assertEqual(copy.take_over(broker), 2)
+        self.assertEqual(broker.topics["t"].channels["c"].depth(), 1)
+        self.assertEqual(broker.topics["u"].depth(), 1)

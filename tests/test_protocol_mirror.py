@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from twisted.trial.unittest import SynchronousTestCase
 
+from txnsq.protocol.message import encode_message
+
 from txnsq.protocol.mirror import (
     OP_ANSWER_END,
     OP_FINISHED_APART,
@@ -14,6 +16,7 @@ from txnsq.protocol.mirror import (
     OP_FIN,
     OP_MESSAGES,
     MirrorDecodeError,
+    PackedItems,
     RecordBuilder,
     decode_ack,
     decode_delay_item,
@@ -96,3 +99,63 @@ class ExchangeRecordTests(SynchronousTestCase):
             [OP_GROUP, OP_TAKEN, OP_LIST_END, OP_FINISHED_APART, OP_ANSWER_END],
         )
         self.assertEqual(records[1], (OP_TAKEN, "t", "c", [b"1" * 16, b"2" * 16]))
+
+
+class PackedItemsTests(SynchronousTestCase):
+    """Records decoded with their items left in the payload."""
+
+    def encoded(self) -> bytes:
+        builder = RecordBuilder()
+        # Fixed layout (one size), then sizes that differ, then none.
+        same = [encode_message(1, 0, b"%016d" % (n,), b"x" * 5) for n in range(3)]
+        mixed = [encode_message(1, 0, b"%016d" % (n,), b"y" * n) for n in range(4)]
+        builder.add(OP_MESSAGES, "t", "", same)
+        builder.add(OP_MESSAGES, "u", "c", mixed)
+        builder.add(OP_FIN, "t", "c", [b"%016d" % (n,) for n in range(2)])
+        builder.add(OP_CHANNEL_CREATE, "t", "d", [])
+        builder.add(OP_MESSAGES, "v", "", [b"", b""])
+        return builder.encode(3)
+
+    def test_same_as_lists(self) -> None:
+        """Unpacked, the items are those a plain decode gives, in order."""
+        payload = self.encoded()
+        seq, plain = decode_records(payload)
+        packed_seq, packed = decode_records(payload, packed=True)
+        self.assertEqual(packed_seq, seq)
+        self.assertEqual(len(packed), len(plain))
+        for (op, topic, channel, items), found in zip(plain, packed):
+            self.assertEqual(found[:3], (op, topic, channel))
+            self.assertEqual(len(found[3]), len(items))
+            self.assertEqual(list(found[3]), items)
+            if items:
+                self.assertIsInstance(found[3], PackedItems)
+                self.assertEqual(found[3][-1], items[-1])
+                self.assertEqual(list(found[3][1:]), items[1:])
+                self.assertEqual(found[3].size(), sum(map(len, items)))
+
+    def test_message_ids(self) -> None:
+        """message_ids gives each message's id, whether the messages are of one size or not."""
+        _, records = decode_records(self.encoded(), packed=True)
+        for index in (0, 1):
+            items = records[index][3]
+            assert isinstance(items, PackedItems)
+            self.assertEqual(list(items.message_ids()), [data[10:26] for data in items])
+        self.assertEqual(
+            list(records[1][3].message_ids()),  # type: ignore[attr-defined]
+            [b"%016d" % (n,) for n in range(4)],
+        )
+
+    def test_truncated(self) -> None:
+        """Packed decoding refuses what a plain decode refuses (items past the end)."""
+        payload = self.encoded()
+        refused = 0
+        for cut in range(9, len(payload)):
+            try:
+                decode_records(payload[:cut])
+            except MirrorDecodeError:
+                refused += 1
+                self.assertRaises(MirrorDecodeError, decode_records, payload[:cut], True)
+            else:
+                # Cut at a record's end: the records before it.
+                decode_records(payload[:cut], True)
+        self.assertGreater(refused, len(payload) - 20)

@@ -352,7 +352,7 @@ class Mirror(
             last = 0
             for payload in batch.payloads:
                 try:
-                    seq, records = decode_records(payload)
+                    seq, records = decode_records(payload, packed=True)
                 except MirrorDecodeError as error:
                     self.decode_errors += 1
                     self._log.warn(

@@ -25,7 +25,7 @@ from __future__ import annotations
 import os
 import struct
 import time
-from typing import IO, Any, Dict, List, Optional, Set
+from typing import IO, Any, Dict, List, Optional, Set, Tuple, Union
 
 from twisted.logger import Logger
 
@@ -50,6 +50,9 @@ COMPACT_BYTES = 64 * 1024 * 1024
 _LEN = struct.Struct(">I")
 _TIME = struct.Struct(">d")
 _PREFIX = "mirror-copy-"
+
+#: A file entry: its bytes, or its bytes in pieces.
+Entry = Union[bytes, Tuple[bytes, ...]]
 
 
 class CopyJournal:
@@ -129,7 +132,7 @@ class CopyJournal:
                 else:
                     applied_at = self._now()
                 try:
-                    seq, records = decode_records(body)
+                    seq, records = decode_records(body, packed=True)
                 except MirrorDecodeError:
                     break
                 copy.apply(seq, records, applied_at)
@@ -172,7 +175,7 @@ class CopyJournal:
         elif self._sync_call is None and self.clock is not None:
             self._sync_call = self.clock.callLater(self.sync_timeout, self.sync)
 
-    def _write(self, node_id: str, entries: List[bytes], truncate: bool = False) -> None:
+    def _write(self, node_id: str, entries: List[Entry], truncate: bool = False) -> None:
         """
         Append ``entries`` (or start the file over with them).  A write
         that fails (a full disk) drops the file: a partial copy read back
@@ -194,7 +197,7 @@ class CopyJournal:
             self.discard(node_id)
             self.failed.add(node_id)
 
-    def _append(self, node_id: str, entries: List[bytes], truncate: bool) -> None:
+    def _append(self, node_id: str, entries: List[Entry], truncate: bool) -> None:
         stream = self._files.get(node_id)
         if stream is None or truncate:
             if stream is not None:
@@ -202,10 +205,16 @@ class CopyJournal:
             stream = self._files[node_id] = open(self._path(node_id), "wb" if truncate else "ab")
             if truncate:
                 self._sizes[node_id] = 0
-        parts = []
+        parts: List[bytes] = []
         for entry in entries:
-            parts.append(_LEN.pack(len(entry)))
-            parts.append(entry)
+            if isinstance(entry, tuple):
+                # An entry in pieces (a payload as received, behind its
+                # header): copied once, into the write.
+                parts.append(_LEN.pack(sum(map(len, entry))))
+                parts.extend(entry)
+            else:
+                parts.append(_LEN.pack(len(entry)))
+                parts.append(entry)
         data = b"".join(parts)
         stream.write(data)
         stream.flush()
@@ -226,7 +235,7 @@ class CopyJournal:
         ``copy`` at ``now``: kept; synced and compacted when it is time.
         """
         at = self._now() if now is None else now
-        self._write(copy.node_id, [b"Q" + _TIME.pack(at) + payload])
+        self._write(copy.node_id, [(b"Q" + _TIME.pack(at), payload)])
         if copy.node_id in self._files:
             self._written(copy.node_id, messages)
         size = self._sizes.get(copy.node_id, 0)
@@ -242,12 +251,9 @@ class CopyJournal:
 
     @staticmethod
     def _estimate(copy: StandbyCopy) -> int:
-        total = 0
-        for topic in copy.topics.values():
-            total += sum(map(len, topic.held.values()))
-            for messages in topic.channels.values():
-                total += sum(map(len, messages.values()))
-        return total
+        # TopicCopy.size: no work per message unless the copy was
+        # brought up to date since last asked.
+        return sum(topic.size() for topic in copy.topics.values())
 
     def compact(self, copy: StandbyCopy) -> None:
         """Rewrite ``copy``'s file as its epoch and one snapshot payload."""

@@ -15,7 +15,7 @@ is a list append.
 from __future__ import annotations
 
 import heapq
-from typing import Any, Callable, Collection, Dict, List, Optional, Set, Tuple
+from typing import Any, Callable, Collection, Dict, List, Optional, Sequence, Set, Tuple
 
 from txnsq.protocol.mirror import (
     OP_CHANNEL_CREATE,
@@ -27,6 +27,7 @@ from txnsq.protocol.mirror import (
     OP_FIN,
     OP_MESSAGES,
     OP_REQ,
+    PackedItems,
     Record,
     RecordBuilder,
     decode_delay_item,
@@ -44,6 +45,10 @@ __all__ = [
 
 #: Records held before they are sent at once rather than at the turn's end.
 FLUSH_SIZE = 256 * 1024
+
+#: FINs and REQs a :class:`TopicCopy` logs, at least, before it applies
+#: its log unasked.
+SETTLE_REMOVALS = 4096
 
 
 class MirrorRecorder:
@@ -151,94 +156,199 @@ class TopicCopy:
     the topic's own), as few messages have one: as the time each is due,
     in ms (the ``now`` it was applied at, plus its delay), so that a
     takeover defers it only for what is left.
+
+    Records are not applied as they come: they are kept in a log as
+    received (with :class:`~txnsq.protocol.mirror.PackedItems`, the
+    payload itself, not a slice per message), and applied in order, all
+    at once, when something reads the copy (:meth:`count`, ``held``,
+    ``channels``, ``paused``, ``delays``: ``/stats``, a takeover, the
+    journal's compaction), or when the log holds :data:`SETTLE_REMOVALS`
+    FINs and REQs and at least as many as the copy held when last
+    brought up to date (so that a copy whose messages are being
+    finished holds at most about twice what it would, and the work of
+    applying stays in proportion).  A standby nobody asks does no work
+    per message: the copy's dicts are made when they are needed.
     """
 
     def __init__(self, name: str) -> None:
         self.name = name
-        self.held: Dict[bytes, bytes] = {}
-        self.channels: Dict[str, Dict[bytes, bytes]] = {}
-        self.paused: Dict[str, bool] = {}
-        self.delays: Dict[Tuple[str, bytes], int] = {}
+        self._held: Dict[bytes, bytes] = {}
+        self._channels: Dict[str, Dict[bytes, bytes]] = {}
+        self._paused: Dict[str, bool] = {}
+        self._delays: Dict[Tuple[str, bytes], int] = {}
+        # Records not applied yet: (op, channel, items, now_ms).
+        self._log: List[Tuple[bytes, str, Sequence[bytes], int]] = []
+        # FIN and REQ items in the log, and bytes of messages in it.
+        self._log_removals = 0
+        self._log_bytes = 0
+        # Messages held when last brought up to date, and their bytes
+        # (None: not counted since).
+        self._settled_count = 0
+        self._bytes: Optional[int] = 0
+
+    @property
+    def held(self) -> Dict[bytes, bytes]:
+        """What the topic holds itself (no channel yet, or paused): id -> message."""
+        self.settle()
+        return self._held
+
+    @property
+    def channels(self) -> Dict[str, Dict[bytes, bytes]]:
+        """Per channel, its unfinished messages in order: id -> message."""
+        self.settle()
+        return self._channels
+
+    @property
+    def paused(self) -> Dict[str, bool]:
+        """The paused channels (``""``: the topic)."""
+        self.settle()
+        return self._paused
+
+    @property
+    def delays(self) -> Dict[Tuple[str, bytes], int]:
+        """When each deferred message is due (ms since the epoch), by ``(channel, id)``."""
+        self.settle()
+        return self._delays
+
+    def pending(self) -> int:
+        """Records received and not applied yet."""
+        return len(self._log)
 
     def count(self) -> int:
         """Messages held in the copy (a message in two channels counts twice)."""
-        return len(self.held) + sum(len(messages) for messages in self.channels.values())
+        self.settle()
+        return len(self._held) + sum(len(messages) for messages in self._channels.values())
 
-    def apply(self, op: bytes, channel: str, items: List[bytes], now_ms: int = 0) -> None:
-        """Apply one record, received at ``now_ms`` (ms since the epoch)."""
+    def size(self) -> int:
+        """
+        Bytes of messages held, about: those received since the copy was
+        last brought up to date count, finished or not (not applied yet).
+        """
+        if self._bytes is None:
+            total = sum(map(len, self._held.values()))
+            for messages in self._channels.values():
+                total += sum(map(len, messages.values()))
+            self._bytes = total
+        return self._bytes + self._log_bytes
+
+    def apply(self, op: bytes, channel: str, items: Sequence[bytes], now_ms: int = 0) -> None:
+        """Take one record, received at ``now_ms`` (ms since the epoch): logged, applied later."""
+        self._log.append((op, channel, items, now_ms))
+        if op == OP_MESSAGES or op == OP_DEFERRED:
+            self._log_bytes += (
+                items.size() if type(items) is PackedItems else sum(map(len, items))
+            )
+        elif op == OP_FIN or op == OP_REQ:
+            removals = self._log_removals + len(items)
+            self._log_removals = removals
+            if removals >= SETTLE_REMOVALS and removals >= self._settled_count:
+                self.settle()
+
+    def settle(self) -> None:
+        """Apply the records logged, in order: the copy's dicts are up to date."""
+        log = self._log
+        if not log:
+            return
+        self._log = []
+        self._log_removals = 0
+        self._log_bytes = 0
+        self._bytes = None
+        apply = self._apply
+        for op, channel, items, now_ms in log:
+            if type(items) is PackedItems:
+                if op == OP_MESSAGES:
+                    # Messages cut out with their ids, no slice each.
+                    if channel:
+                        self._put_channel(channel, items.unpack(), items.message_ids())
+                    else:
+                        self._add(items.unpack(), None, items.message_ids())
+                    continue
+                items = items.unpack()
+            apply(op, channel, items, now_ms)
+        self._settled_count = len(self._held) + sum(
+            len(messages) for messages in self._channels.values()
+        )
+
+    def _apply(self, op: bytes, channel: str, items: Sequence[bytes], now_ms: int) -> None:
+        """Apply one record, received at ``now_ms`` (ms since the epoch), to the dicts."""
         if op == OP_MESSAGES:
             if channel:
-                # Messages of one channel only (a copy taken over, sent on).
-                messages = self.channels.get(channel)
-                if messages is None:
-                    messages = self.channels[channel] = {}
-                messages.update(zip([data[10:26] for data in items], items))
+                self._put_channel(channel, items, [data[10:26] for data in items])
             else:
                 self._add(items, None)
         elif op == OP_FIN:
             # A FIN of the topic's own (channel "") is a message dropped
             # there by a fail-back exchange.
-            messages = self.channels.get(channel) if channel else self.held
+            messages = self._channels.get(channel) if channel else self._held
             if messages is not None:
                 pop = messages.pop
                 for msg_id in items:
                     pop(msg_id, None)
-                delays = self.delays
+                delays = self._delays
                 if delays:
                     for msg_id in items:
                         delays.pop((channel, msg_id), None)
         elif op == OP_DEFERRED:
-            found = [decode_delay_item(item) for item in items]
+            found = [decode_delay_item(item) for item in items if len(item) >= 4]
             self._add(
                 [data for _, data in found],
                 [now_ms + delay if delay > 0 else 0 for delay, _ in found],
             )
         elif op == OP_REQ:
-            messages = self.channels.get(channel)
+            messages = self._channels.get(channel)
             if messages is not None:
                 for item in items:
+                    if len(item) < 4:
+                        continue
                     delay_ms, msg_id = decode_delay_item(item)
                     data = messages.pop(msg_id, None)
                     if data is not None:
                         # Back at the end of the queue, as on the node.
                         messages[msg_id] = data
                         if delay_ms > 0:
-                            self.delays[(channel, msg_id)] = now_ms + delay_ms
+                            self._delays[(channel, msg_id)] = now_ms + delay_ms
                         else:
-                            self.delays.pop((channel, msg_id), None)
+                            self._delays.pop((channel, msg_id), None)
         elif op == OP_CHANNEL_CREATE:
-            if channel not in self.channels:
+            if channel not in self._channels:
                 # A paused topic keeps what it holds (as nsqd's does).
-                first = not self.channels and not self.paused.get("")
-                self.channels[channel] = self.held if first else {}
+                first = not self._channels and not self._paused.get("")
+                self._channels[channel] = self._held if first else {}
                 if first:
-                    self.held = {}
+                    self._held = {}
                     self._rename_delays("", channel)
         elif op == OP_CHANNEL_EMPTY and not channel:
             # The topic emptied: what it held itself (channels keep theirs).
-            self.held = {}
+            self._held = {}
             self._rename_delays("", None)
         elif op == OP_CHANNEL_DELETE or op == OP_CHANNEL_EMPTY:
-            if channel in self.channels:
+            if channel in self._channels:
                 if op == OP_CHANNEL_DELETE:
-                    del self.channels[channel]
-                    self.paused.pop(channel, None)
+                    del self._channels[channel]
+                    self._paused.pop(channel, None)
                 else:
-                    self.channels[channel] = {}
+                    self._channels[channel] = {}
                 self._rename_delays(channel, None)
         elif op == OP_CHANNEL_PAUSE:
             # Channel "": the topic itself was paused.
-            self.paused[channel] = True
+            self._paused[channel] = True
         elif op == OP_CHANNEL_UNPAUSE:
-            self.paused.pop(channel, None)
-            if not channel and self.held and self.channels:
+            self._paused.pop(channel, None)
+            if not channel and self._held and self._channels:
                 self._release_held()
+
+    def _put_channel(self, channel: str, items: Sequence[bytes], ids: Sequence[bytes]) -> None:
+        """Messages of one channel only (a catch-up, or a copy taken over and sent on)."""
+        messages = self._channels.get(channel)
+        if messages is None:
+            messages = self._channels[channel] = {}
+        messages.update(zip(ids, items))
 
     def _release_held(self) -> None:
         """The topic was unpaused: what it held goes to every channel, delays with it."""
-        held, self.held = self.held, {}
-        delays = self.delays
-        for name, messages in self.channels.items():
+        held, self._held = self._held, {}
+        delays = self._delays
+        for name, messages in self._channels.items():
             messages.update(held)
             if delays:
                 for msg_id in held:
@@ -249,7 +359,7 @@ class TopicCopy:
 
     def _rename_delays(self, old: str, new: Optional[str]) -> None:
         """Move ``old``'s delays to ``new`` (``None``: drop them)."""
-        delays = self.delays
+        delays = self._delays
         if not delays:
             return
         moved = [key for key in delays if key[0] == old]
@@ -258,12 +368,18 @@ class TopicCopy:
             if new is not None:
                 delays[(new, key[1])] = delay
 
-    def _add(self, items: List[bytes], delays: Optional[List[int]]) -> None:
-        ids = [data[10:26] for data in items]
-        channels = self.channels
-        if self.paused.get(""):
+    def _add(
+        self,
+        items: Sequence[bytes],
+        delays: Optional[List[int]],
+        ids: Optional[Sequence[bytes]] = None,
+    ) -> None:
+        if ids is None:
+            ids = [data[10:26] for data in items]
+        channels = self._channels
+        if self._paused.get(""):
             # A paused topic holds its publishes.
-            self.held.update(zip(ids, items))
+            self._held.update(zip(ids, items))
             names: List[str] = [""]
         elif len(channels) == 1:
             # The common case: no dict of pairs made first.
@@ -276,13 +392,13 @@ class TopicCopy:
                 messages.update(pairs)
             names = list(channels)
         else:
-            self.held.update(zip(ids, items))
+            self._held.update(zip(ids, items))
             names = [""]
         if delays is not None:
             for name in names:
                 for msg_id, delay in zip(ids, delays):
                     if delay > 0:
-                        self.delays[(name, msg_id)] = delay
+                        self._delays[(name, msg_id)] = delay
 
     def take_over(
         self,
@@ -299,13 +415,14 @@ class TopicCopy:
         The ids handed over are added to ``taken``, by ``(topic,
         channel)`` (``""``: the topic's own), for the fail-back exchange.
         """
+        self.settle()
         topic = broker.get_topic(self.name)
         recorder = topic.mirror
-        delays = self.delays
+        delays = self._delays
         moved = 0
-        for name, messages in self.channels.items():
+        for name, messages in self._channels.items():
             channel = topic.get_channel(name)
-            if self.paused.get(name) and not channel.paused:
+            if self._paused.get(name) and not channel.paused:
                 channel.pause()
             for msg_id, data in messages.items():
                 delay_ms = delays.get((name, msg_id), 0) - now_ms if delays else 0
@@ -318,9 +435,9 @@ class TopicCopy:
                 recorder.handed_over(self.name, name, list(messages.values()))
             if taken is not None and messages:
                 taken.setdefault((self.name, name), []).extend(messages)
-        if self.paused.get("") and not topic.paused:
+        if self._paused.get("") and not topic.paused:
             topic.pause()
-        held = list(self.held.items())
+        held = list(self._held.items())
         for msg_id, data in held:
             delay_ms = delays.get(("", msg_id), 0) - now_ms if delays else 0
             topic.put_encoded(data, max(0, delay_ms) / 1000.0)
@@ -329,9 +446,11 @@ class TopicCopy:
             recorder.published_many(self.name, [data for _, data in held])
         if taken is not None and held:
             taken.setdefault((self.name, ""), []).extend(msg_id for msg_id, _ in held)
-        self.channels = {}
-        self.held = {}
-        self.delays = {}
+        self._channels = {}
+        self._held = {}
+        self._delays = {}
+        self._settled_count = 0
+        self._bytes = 0
         return moved
 
 
