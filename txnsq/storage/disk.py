@@ -46,11 +46,13 @@ from txnsq.storage.diskqueue_format import (
     CopyRun,
     DeferredState,
     QueueState,
+    append_record,
     deferred_file_name,
     encode_deferred,
     encode_meta,
     meta_file_name,
     segment_file_name,
+    split_records,
 )
 from txnsq.files import write_file_atomically
 from txnsq.storage.committer import Committer
@@ -67,6 +69,8 @@ FLUSH_BYTES = 256 * 1024
 
 #: Seconds between attempts to write again after a failed write.
 RETRY_DELAY = 1.0
+
+_RECORD_HEADER_SIZE = RECORD_HEADER.size
 
 _log = Logger(namespace="txnsq.storage.disk")
 
@@ -195,6 +199,23 @@ class DiskQueue:
         if front:
             return front.popleft()
         if self._depth:
+            records = self._reader.records
+            if records:
+                # The next record, already cut from the read-ahead; what
+                # _consumed does, inline: this is the drain's per-message path.
+                record = records.pop()
+                self._read_pos += _RECORD_HEADER_SIZE + len(record)
+                self._depth -= 1
+                self._unsynced += 1
+                if self._flush_call is None and not self._closed:
+                    if 0 < self._sync_every <= self._unsynced:
+                        self._flush_call = self._turn_call()
+                    elif self._sync_call is None:
+                        self._sync_call = self._clock.callLater(self._sync_timeout, self._on_sync_timer)
+                if not records and self._read_file < self._write_file:
+                    if self._read_pos >= self._reader.complete_end():
+                        self._next_read_file()
+                return record
             data = self._read_disk()
             if data is not None:
                 return data
@@ -319,6 +340,8 @@ class DiskQueue:
             return []
         state, items = saved
         self._skips.load(state, items)
+        # Records cut ahead were cut without looking for these copies.
+        self._reader.records = []
         self._remove(deferred_file_name(self.name))
         return items
 
@@ -357,6 +380,7 @@ class DiskQueue:
             # of them in the segments, whose skipping was not recorded:
             # skip records equal to them, up to where the segments ended.
             self._skips.hold(deferred, (self._write_file, self._write_pos))
+            self._reader.records = []
         _log.warn(
             "DISKQUEUE({name}): recovered {in_flight} in-flight and {deferred} "
             "deferred messages from {file}",
@@ -448,13 +472,11 @@ class DiskQueue:
             if self.error is not None:
                 self._overflow.append(data)
                 return
-        pending = self._pending
-        pending += RECORD_HEADER.pack(len(data))
-        pending += data
+        pending_size = append_record(self._pending, data)
         self._write_pos += total
         self._depth += 1
         self._unsynced += 1
-        if len(pending) >= FLUSH_BYTES:
+        if pending_size >= FLUSH_BYTES:
             self._flush()
         # The end of the turn writes what is left and syncs when it is time.
         if self._flush_call is None and not self._closed:
@@ -694,11 +716,27 @@ class DiskQueue:
             if offset < 0:
                 self._bad_file("truncated record at %d" % (pos,))
                 continue
-            data = reader.buf[offset + header : offset + total]
+            skips = self._skips
+            if skips.count or skips.held:
+                data = reader.buf[offset + header : offset + total]
+            else:
+                # This record and the whole, valid ones after it in the
+                # read-ahead, in one go; read() takes the others from
+                # reader.records.  Whatever ends the run (a record not
+                # read ahead, the end, a bad length) is met here again.
+                records, _ = split_records(
+                    reader.buf,
+                    offset,
+                    end - reader.buf_pos,
+                    MIN_MESSAGE_SIZE,
+                    self._max_msg_size,
+                )
+                records.reverse()
+                data = records.pop()
+                reader.records = records
             self._consumed(pos + total)
             if number < self._write_file and self._read_pos >= end:
                 self._next_read_file()
-            skips = self._skips
             if skips.count and skips.skip_copy(number, pos, data):
                 continue
             if skips.held and skips.skip_held_copy(number, pos, data):
