@@ -248,18 +248,21 @@ class AppendRecordTests(SynchronousTestCase):
 @st.composite
 def _queue_story(draw: Callable[..., Any]) -> Tuple[List[Tuple[Any, ...]], Tuple[Any, ...]]:
     """
-    Steps on a live disk queue (puts of messages, some too long to be read
-    back; reads; ends of reactor turns), then damage done to one of its
-    segment files while it is closed.
+    Steps on a live disk queue (puts of messages, alone or in runs, some
+    too long to be read back; reads; ends of reactor turns), then damage
+    done to one of its segment files while it is closed.
     """
     steps: List[Tuple[Any, ...]] = []
     serial = 0
     for _ in range(draw(st.integers(1, 40))):
-        kind = draw(st.sampled_from(["put", "put", "put", "read", "turn"]))
-        if kind == "put":
-            size = draw(st.one_of(st.integers(0, 50), st.just(90)))
-            steps.append(("put", b"%06d" % (serial,) + b"m" * (MIN_MESSAGE_SIZE - 6 + size)))
-            serial += 1
+        kind = draw(st.sampled_from(["put", "put", "put", "put_many", "read", "turn"]))
+        if kind in ("put", "put_many"):
+            messages = []
+            for _ in range(1 if kind == "put" else draw(st.integers(0, 12))):
+                size = draw(st.one_of(st.integers(0, 50), st.just(90)))
+                messages.append(b"%06d" % (serial,) + b"m" * (MIN_MESSAGE_SIZE - 6 + size))
+                serial += 1
+            steps.append((kind, messages))
         else:
             steps.append((kind,))
     damage = draw(
@@ -272,20 +275,102 @@ def _queue_story(draw: Callable[..., Any]) -> Tuple[List[Tuple[Any, ...]], Tuple
     return steps, damage
 
 
-class DiskQueueBothPathsTests(SynchronousTestCase):
-    """A disk queue run with the compiled framing and with the pure one."""
+class AppendRecordsTests(SynchronousTestCase):
+    """``append_records``: compiled and pure, byte for byte."""
 
     def setUp(self) -> None:
         _needs_compiled(self)
 
-    def _replay(self, framing: Tuple[Any, Any], steps: List[Tuple[Any, ...]], damage: Tuple[Any, ...]) -> List[Any]:
-        """What a queue answered at each step, and the files it left, with ``framing`` patched in."""
+    def _same(self, start: bytes, messages: List[Any], *args: Any) -> None:
+        compiled, pure = bytearray(start), bytearray(start)
+        self.assertEqual(
+            _outcome(_compiled.append_records, compiled, messages, *args),
+            _outcome(diskqueue_format.pure_append_records, pure, messages, *args),
+        )
+        self.assertEqual(compiled, pure)
+
+    @settings(max_examples=500, deadline=None)
+    @given(
+        st.binary(max_size=40),
+        st.lists(st.binary(max_size=120), max_size=20),
+        st.integers(-2, 25),
+        st.one_of(st.integers(-5, 600), st.just(2**62)),
+        st.one_of(st.integers(0, 700), st.just(2**62)),
+        st.one_of(st.integers(0, 900), st.just(2**62)),
+    )
+    def test_same_bytes(
+        self, start: bytes, messages: List[bytes], index: int, write_pos: int, max_bytes: int, flush_bytes: int
+    ) -> None:
+        """Any run, position and limits give the same bytes, index and position."""
+        self._same(start, messages, index, write_pos, max_bytes, flush_bytes)
+
+    @settings(max_examples=200, deadline=None)
+    @given(
+        st.lists(
+            st.one_of(st.binary(max_size=30), st.sampled_from(["text", None, bytearray(b"ba"), memoryview(b"mv"), 7])),
+            max_size=8,
+        ),
+        st.integers(0, 9),
+    )
+    def test_odd_messages(self, messages: List[Any], index: int) -> None:
+        """Messages that are not bytes give what the pure function gives (framed, or the same error)."""
+        self._same(b"", messages, index, 0, 10**6, 10**6)
+
+    def test_odd_arguments(self) -> None:
+        """Arguments of other types give what the pure function gives (values or errors)."""
+        runs: List[Tuple[Any, ...]] = [
+            ((b"a" * 30,), 0, 0, 100, 100),
+            ([b"a" * 30], True, 0, 100, 100),
+            ([b"a" * 30], 0, 2**70, 100, 100),
+            ([b"a" * 30], 0, 0, 2**70, 100),
+            ([b"a" * 30], 0, 0, 100, 2.5),
+            ([b"a" * 30], 0, 0, 100),
+            (None, 0, 0, 100, 100),
+        ]
+        for args in runs:
+            self._same(b"", *args)
+        for pending in (b"bytes", None):
+            self.assertEqual(
+                _outcome(_compiled.append_records, pending, [b"a" * 30], 0, 0, 100, 100),
+                _outcome(diskqueue_format.pure_append_records, pending, [b"a" * 30], 0, 0, 100, 100),
+            )
+
+    def test_exported_buffer(self) -> None:
+        """A buffer with a live export is not resized: the same error, nothing framed."""
+        compiled, pure = bytearray(b"ab"), bytearray(b"ab")
+        with memoryview(compiled), memoryview(pure):
+            self.assertEqual(
+                _outcome(_compiled.append_records, compiled, [b"x" * 30], 0, 0, 100, 100),
+                _outcome(diskqueue_format.pure_append_records, pure, [b"x" * 30], 0, 0, 100, 100),
+            )
+        self.assertEqual((compiled, pure), (bytearray(b"ab"), bytearray(b"ab")))
+
+
+class DiskQueueBothPathsTests(SynchronousTestCase):
+    """A disk queue run with the compiled framing and with the pure one."""
+
+    def _replay(
+        self,
+        framing: Tuple[Any, Any, Any],
+        steps: List[Tuple[Any, ...]],
+        damage: Tuple[Any, ...],
+        runs: bool = True,
+    ) -> List[Any]:
+        """
+        What a queue answered at each step, and the files it left, with
+        ``framing`` (``append_record``, ``append_records``,
+        ``split_records``) patched in; runs of messages put with
+        ``put_many``, or (``runs=False``) one ``put`` each.
+        """
         from twisted.internet.task import Clock
 
         from txnsq.storage import disk
 
         self.patch(disk, "append_record", framing[0])
-        self.patch(disk, "split_records", framing[1])
+        self.patch(disk, "append_records", framing[1])
+        self.patch(disk, "split_records", framing[2])
+        # Small enough that runs are cut by the write size too.
+        self.patch(disk, "FLUSH_BYTES", 200)
         directory = self.mktemp()
         os.makedirs(directory)
         clock = Clock()
@@ -305,8 +390,11 @@ class DiskQueueBothPathsTests(SynchronousTestCase):
         seen: List[Any] = []
         queue = open_queue()
         for step in steps:
-            if step[0] == "put":
-                queue.put(step[1])
+            if step[0] == "put_many" and runs:
+                queue.put_many(step[1])
+            elif step[0] in ("put", "put_many"):
+                for data in step[1]:
+                    queue.put(data)
             elif step[0] == "read":
                 seen.append(queue.read())
             else:
@@ -343,7 +431,33 @@ class DiskQueueBothPathsTests(SynchronousTestCase):
         The same messages come back, with the same depths, positions and
         files (``.bad`` ones included) after any damage to a segment.
         """
+        _needs_compiled(self)
         steps, damage = story
-        compiled = self._replay((_compiled.append_record, _compiled.split_records), steps, damage)
-        pure = self._replay((diskqueue_format.pure_append_record, diskqueue_format.pure_split_records), steps, damage)
+        compiled = self._replay(_COMPILED_FRAMING, steps, damage)
+        pure = self._replay(_PURE_FRAMING, steps, damage)
         self.assertEqual(compiled, pure)
+
+    @settings(max_examples=60, deadline=None)
+    @given(_queue_story())
+    def test_runs_are_puts(self, story: Tuple[List[Tuple[Any, ...]], Tuple[Any, ...]]) -> None:
+        """
+        ``put_many`` of a run answers and writes what a ``put`` of each
+        does, with either framing (the pure one only, where the compiled
+        one is not built).
+        """
+        steps, damage = story
+        for framing in (_COMPILED_FRAMING, _PURE_FRAMING):
+            self.assertEqual(
+                self._replay(framing, steps, damage),
+                self._replay(framing, steps, damage, runs=False),
+            )
+
+
+_PURE_FRAMING = (
+    diskqueue_format.pure_append_record,
+    diskqueue_format.pure_append_records,
+    diskqueue_format.pure_split_records,
+)
+_COMPILED_FRAMING = (
+    (_compiled.append_record, _compiled.append_records, _compiled.split_records) if _compiled is not None else _PURE_FRAMING
+)

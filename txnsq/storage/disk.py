@@ -47,6 +47,7 @@ from txnsq.storage.diskqueue_format import (
     DeferredState,
     QueueState,
     append_record,
+    append_records,
     deferred_file_name,
     encode_deferred,
     encode_meta,
@@ -58,7 +59,7 @@ from txnsq.files import write_file_atomically
 from txnsq.storage.committer import Committer
 from txnsq.storage.deferred_copies import DeferredCopies
 from txnsq.storage.flight_log import FlightLog, flight_file_name
-from txnsq.storage.interfaces import IBackendQueue, IDeferredStore, IStorageBackend
+from txnsq.storage.interfaces import IBackendQueue, IBatchQueue, IDeferredStore, IStorageBackend
 from txnsq.storage.segment_reader import SegmentReader
 from txnsq.storage.sync_worker import SyncWorker
 
@@ -75,7 +76,7 @@ _RECORD_HEADER_SIZE = RECORD_HEADER.size
 _log = Logger(namespace="txnsq.storage.disk")
 
 
-@implementer(IBackendQueue, IDeferredStore)
+@implementer(IBackendQueue, IBatchQueue, IDeferredStore)
 class DiskQueue:
     """
     One topic's or channel's queue: a memory front spilling to segment
@@ -192,6 +193,26 @@ class DiskQueue:
             self._append(data)
         else:
             self._overflow.append(data)
+
+    def put_many(self, messages: List[bytes]) -> None:
+        """
+        Append several messages, in order: what :meth:`put` of each does,
+        with the records of those that go to the segment files framed in
+        one go.
+        """
+        count = len(messages)
+        index = 0
+        if not self._depth and self.error is None:
+            front = self._front
+            room = self._mem_limit - len(front)
+            if room > 0:
+                index = room if room < count else count
+                front.extend(messages[:index] if index < count else messages)
+        if index < count:
+            if self.error is None:
+                index = self._append_many(messages, index)
+            if index < count:
+                self._overflow.extend(messages[index:])
 
     def read(self) -> Optional[bytes]:
         """The oldest message: from memory, else from disk."""
@@ -481,6 +502,45 @@ class DiskQueue:
         # The end of the turn writes what is left and syncs when it is time.
         if self._flush_call is None and not self._closed:
             self._flush_call = self._turn_call()
+
+    def _append_many(self, messages: List[bytes], index: int) -> int:
+        """
+        :meth:`_append` of each of ``messages[index:]``, a run of records
+        at a time (``append_records``) between the points where the
+        segment is full or the pending records are to be written; stops
+        where a write fails.
+
+        :return: the index of the first message not taken (all of them
+            unless :attr:`error` is set).
+        """
+        count = len(messages)
+        appended = False
+        while index < count:
+            taken, write_pos = append_records(
+                self._pending, messages, index, self._write_pos, self._max_bytes_per_file, FLUSH_BYTES
+            )
+            if taken == index:
+                # The next record would take the segment past its size.
+                self._roll()
+                if self.error is not None:
+                    self._overflow.append(messages[index])
+                    index += 1
+                    break
+                continue
+            added = taken - index
+            index = taken
+            appended = True
+            self._write_pos = write_pos
+            self._depth += added
+            self._unsynced += added
+            if len(self._pending) >= FLUSH_BYTES:
+                self._flush()
+                if self.error is not None:
+                    break
+        # The end of the turn writes what is left and syncs when it is time.
+        if appended and self._flush_call is None and not self._closed:
+            self._flush_call = self._turn_call()
+        return index
 
     def _roll(self) -> None:
         """Start the next segment (after writing and syncing this one)."""

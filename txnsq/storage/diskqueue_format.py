@@ -41,6 +41,7 @@ __all__ = [
     "QueueState",
     "RECORD_HEADER",
     "append_record",
+    "append_records",
     "decode_deferred",
     "decode_meta",
     "deferred_file_name",
@@ -252,6 +253,44 @@ def append_record(pending: bytearray, data: bytes) -> int:
     return len(pending)
 
 
+def append_records(
+    pending: bytearray,
+    messages: List[bytes],
+    start: int,
+    write_pos: int,
+    max_bytes: int,
+    flush_bytes: int,
+) -> Tuple[int, int]:
+    """
+    Frame ``messages[start:]`` as records at the end of ``pending``, in
+    order, as a disk queue writing at segment position ``write_pos`` does
+    (:func:`append_record` of each): while each record fits the segment
+    (``write_pos`` is 0, or the record ends by ``max_bytes``), and up to
+    the record that takes ``pending`` to ``flush_bytes`` or more.
+
+    :return: the index of the first message not framed, and the segment
+        position after the last one framed.
+    :raises struct.error: a message is 4 GiB or longer (those before it
+        are framed).
+    """
+    header = RECORD_HEADER.size
+    pack = RECORD_HEADER.pack
+    index = start
+    count = len(messages)
+    while index < count:
+        data = messages[index]
+        total = header + len(data)
+        if write_pos and write_pos + total > max_bytes:
+            break
+        pending += pack(len(data))
+        pending += data
+        write_pos += total
+        index += 1
+        if len(pending) >= flush_bytes:
+            break
+    return index, write_pos
+
+
 def split_records(
     buf: bytes, start: int, stop: int, min_size: int, max_size: int
 ) -> Tuple[List[bytes], int]:
@@ -290,10 +329,12 @@ def split_records(
 #: The pure-Python record framing: the reference the compiled one
 #: (``txnsq/storage/_diskqueue_format.c``) is tested against byte for byte.
 pure_append_record = append_record
+pure_append_records = append_records
 pure_split_records = split_records
 
 #: The compiled module in use, or ``None`` (pure Python).
 compiled: Any = speedups.load("txnsq.storage._diskqueue_format")
 if compiled is not None:
     append_record = compiled.append_record  # noqa: F811
+    append_records = compiled.append_records  # noqa: F811
     split_records = compiled.split_records  # noqa: F811
