@@ -3,8 +3,9 @@
 The disk queue's own cost per message, with nothing around it: a
 ``DiskQueue`` with no memory front (``--mem-queue-size=0``, no flight log)
 is given ``--count`` messages of ``--size`` bytes, ``--batch`` per reactor
-turn, and then read to its end.  This is the record framing on the way to
-the segment files (``append_record``) and on the way back
+turn (one ``put`` each, or one ``put_many`` per turn), and then read to
+its end.  This is the record framing on the way to the segment files
+(``append_record``, ``append_records``) and on the way back
 (``split_records`` and the queue's read path), plus the queue's
 bookkeeping; nsqd's whole spill path is ``hot_path.py --storage disk
 --mem-queue-size N``.
@@ -12,6 +13,7 @@ bookkeeping; nsqd's whole spill path is ``hot_path.py --storage disk
 Run by hand; not part of the test suite::
 
     python bench/diskqueue_records.py
+    python bench/diskqueue_records.py --put-many                # a turn's messages in one run
     TXNSQ_NO_EXTENSIONS=1 python bench/diskqueue_records.py    # the pure Python
     valgrind --tool=callgrind python bench/diskqueue_records.py --count 20000 --phases 1
         # instructions per phase: runs with --phases N and N-1, subtracted
@@ -42,6 +44,8 @@ def main() -> None:
     parser.add_argument("--count", type=int, default=200000)
     parser.add_argument("--size", type=int, default=100, help="body bytes per message")
     parser.add_argument("--batch", type=int, default=100, help="puts per reactor turn")
+    parser.add_argument("--put-many", action="store_true",
+                        help="put each turn's messages with one put_many (as an MPUB does), not one put each")
     parser.add_argument("--phases", type=int, default=2, choices=(0, 1, 2),
                         help="run only the first N phases (put, read), for callgrind")
     args = parser.parse_args()
@@ -64,10 +68,14 @@ def main() -> None:
         put_seconds = read_seconds = 0.0
         if args.phases >= 1:
             put = queue.put
+            put_many = queue.put_many if args.put_many else None
             start = time.process_time()
             for first in range(0, args.count, args.batch):
-                for data in messages[first : first + args.batch]:
-                    put(data)
+                if put_many is not None:
+                    put_many(messages[first : first + args.batch])
+                else:
+                    for data in messages[first : first + args.batch]:
+                        put(data)
                 clock.advance(0)
             put_seconds = time.process_time() - start
         if args.phases >= 2:
@@ -86,8 +94,9 @@ def main() -> None:
         shutil.rmtree(directory, ignore_errors=True)
     if args.phases < 2:
         return
-    print("%d × %d B, %d per turn, %s, hot path: %s" % (
-        args.count, args.size, args.batch, sys.version.split()[0], hot_path()))
+    print("%d × %d B, %d per turn (%s), %s, hot path: %s" % (
+        args.count, args.size, args.batch, "put_many" if args.put_many else "put each",
+        sys.version.split()[0], hot_path()))
     print("phase   µs/msg")
     for name, seconds in (("put", put_seconds), ("read", read_seconds)):
         print("%-6s %7.2f" % (name, 1e6 * seconds / args.count))

@@ -12,7 +12,11 @@ the files, as Go nsqd does.
 
 Writes are batched: records are appended to a buffer that is written with
 one ``write`` per reactor turn (or per 256 KiB), and read back from that
-buffer if a consumer catches up first.  ``fsync`` and the meta file follow
+buffer if a consumer catches up first.  An MPUB's messages are framed into
+that buffer in one call (:meth:`DiskQueue.put_many`), and reads cut every
+whole record of a 64 KiB read-ahead in one call; both framings are
+compiled on CPython (``txnsq/storage/_diskqueue_format.c``, the functions
+of :mod:`txnsq.storage.diskqueue_format` the reference).  ``fsync`` and the meta file follow
 ``--sync-every`` (reads and writes, as go-diskqueue counts them) and
 ``--sync-timeout``, at the end of a reactor turn.
 
