@@ -31,6 +31,11 @@ def _extensions() -> list:
             ["txnsq/storage/_log_format.c"],
             optional=True,
         ),
+        Extension(
+            "txnsq.storage._diskqueue_format",
+            ["txnsq/storage/_diskqueue_format.c"],
+            optional=True,
+        ),
     ]
 
 

@@ -23,6 +23,7 @@ Run by hand; not part of the test suite::
 
     python bench/hot_path.py
     python bench/hot_path.py --count 500000 --storage disk
+    python bench/hot_path.py --storage disk --mem-queue-size 1000   # spilling to segment files
     python bench/hot_path.py --profile 25      # cProfile of the drain phase
     TXNSQ_NO_EXTENSIONS=1 python bench/hot_path.py   # the pure-Python path on CPython
     valgrind --tool=callgrind python bench/hot_path.py --phases 1   # instructions: N minus N-1 phases
@@ -154,6 +155,9 @@ def main() -> None:
     parser.add_argument("--chunk", type=int, default=1, help="MPUBs per dataReceived")
     parser.add_argument("--rdy", type=int, default=2500)
     parser.add_argument("--storage", default="memory", choices=("memory", "disk"))
+    parser.add_argument("--mem-queue-size", type=int, default=None, metavar="N",
+                        help="messages a queue keeps in memory (default: all of them); with "
+                             "--storage disk a smaller N spills the rest to segment files")
     parser.add_argument("--gc-threshold", type=int, default=None, metavar="N",
                         help="gc.set_threshold(N, ...) before the run (default: Python's 700)")
     parser.add_argument("--gc-freeze", action="store_true",
@@ -168,7 +172,7 @@ def main() -> None:
     clock = Clock()
     clock.advance(1_700_000_000)
     options = NSQDOptions()
-    options.mem_queue_size = args.count + 1000
+    options.mem_queue_size = args.count + 1000 if args.mem_queue_size is None else args.mem_queue_size
     data_path = tempfile.mkdtemp(prefix="txnsq-hot-path-")
     options.data_path = data_path
     broker = Broker(options, clock, get_storage_backend(args.storage))
@@ -234,8 +238,9 @@ def main() -> None:
         return received
 
     through_seconds, passed = timed(pass_through, 0)
-    print("%d × %d B, MPUB × %d (%d per read), RDY %d, --storage %s, %s, hot path: %s" % (
-        count, args.size, args.batch, args.chunk, args.rdy, args.storage, sys.version.split()[0], hot_path()))
+    print("%d × %d B, MPUB × %d (%d per read), RDY %d, --storage %s, --mem-queue-size %d, %s, hot path: %s" % (
+        count, args.size, args.batch, args.chunk, args.rdy, args.storage, options.mem_queue_size,
+        sys.version.split()[0], hot_path()))
     print("phase          messages   µs/msg   msg/s (one core)")
     for name, seconds, n in (("publish", pub_seconds, published),
                              ("drain", drain_seconds, drained),

@@ -11,6 +11,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from zope.interface import Interface
 from twisted.internet.address import IPv4Address
 from twisted.internet.task import Clock
 from twisted.internet.testing import StringTransport
@@ -23,6 +24,8 @@ from txnsq.nsqd.options import NSQDOptions
 from txnsq.nsqd.tcp import NSQDFactory
 from txnsq.protocol import message, v2
 from txnsq.protocol.frames import FrameParser
+from txnsq.storage import disk, diskqueue_format
+from txnsq.storage.disk import DiskStorage
 from txnsq.storage.memory import MemoryStorage
 
 _ON_CPYTHON = platform.python_implementation() == "CPython"
@@ -150,13 +153,30 @@ def _frame_ids(data: bytes) -> List[bytes]:
     return ids
 
 
-def _play(steps: List[Tuple[Any, ...]]) -> List[Any]:
-    """Run a session against a fresh broker; everything written, step by step, and the end state."""
+class _InlineDiskStorage(DiskStorage):
+    """The disk backend with every sync on the reactor thread (no sync thread in a test)."""
+
+    def _sync_worker(self) -> Any:
+        return None
+
+
+def _play(steps: List[Tuple[Any, ...]], data_path: Optional[str] = None) -> List[Any]:
+    """
+    Run a session against a fresh broker; everything written, step by
+    step, and the end state.  With ``data_path``, the broker's storage is
+    the disk backend there, with two messages a queue in memory.
+    """
     clock = Clock()
     clock.advance(1700000000)
     options = NSQDOptions()
     options.node_id = 7
-    broker = Broker(options, clock, MemoryStorage())
+    if data_path is None:
+        broker = Broker(options, clock, MemoryStorage())
+    else:
+        os.makedirs(data_path)
+        options.data_path = data_path
+        options.mem_queue_size = 2
+        broker = Broker(options, clock, _InlineDiskStorage())
     factory = NSQDFactory(broker, clock)
     connections = []
     for port in (40001, 40002):
@@ -206,6 +226,9 @@ def _play(steps: List[Tuple[Any, ...]]) -> List[Any]:
         record.append((step, written, bool(pub_out.disconnecting), bool(sub_out.disconnecting)))
     channel = broker.get_topic("t").get_channel("c")
     record.append((channel.depth(), channel.in_flight_count, channel.requeue_count, channel.message_count))
+    if data_path is not None:
+        broker.close()
+        record.append(sorted(os.listdir(data_path)))
     return record
 
 
@@ -257,3 +280,67 @@ class SessionTests(SynchronousTestCase):
                 protocol = factory.buildProtocol(IPv4Address("TCP", "127.0.0.1", 1))
             protocol.makeConnection(StringTransport())
             self.assertIs(type(protocol._parser), expected)
+
+
+class _NoQueueTakesRuns(Interface):
+    """Provided by nothing: with it in place of ``IBatchQueue`` every message is put alone."""
+
+
+class DiskSessionTests(SynchronousTestCase):
+    """
+    The same sessions with the disk backend spilling (two messages a queue
+    in memory): the compiled record framing with MPUBs put into the queues
+    as runs (``put_many``), and the pure framing with every message put
+    alone, as before runs existed.
+    """
+
+    def setUp(self) -> None:
+        if diskqueue_format.compiled is None:
+            self.skipTest("the compiled record framing is not built here")
+
+    @contextmanager
+    def one_by_one(self) -> Iterator[None]:
+        """Pure framing, and no queue taking runs, until the block ends."""
+        replacements = [
+            (disk, "append_record", diskqueue_format.pure_append_record),
+            (disk, "append_records", diskqueue_format.pure_append_records),
+            (disk, "split_records", diskqueue_format.pure_split_records),
+            (channel, "IBatchQueue", _NoQueueTakesRuns),
+            (topic, "IBatchQueue", _NoQueueTakesRuns),
+        ]
+        saved = [(module, name, getattr(module, name)) for module, name, _ in replacements]
+        for module, name, value in replacements:
+            setattr(module, name, value)
+        try:
+            yield
+        finally:
+            for module, name, value in saved:
+                setattr(module, name, value)
+
+    @settings(max_examples=100, deadline=None)
+    @given(_session())
+    def test_same_bytes(self, steps: List[Tuple[Any, ...]]) -> None:
+        """
+        Any session writes the same bytes to both clients, step by step,
+        and leaves the same channel and the same files.
+        """
+        runs = _play(steps, self.mktemp())
+        with self.one_by_one():
+            one_by_one = _play(steps, self.mktemp())
+        self.assertEqual(runs, one_by_one)
+
+    def test_runs_are_taken(self) -> None:
+        """With the disk backend a channel and a topic put an MPUB's messages as one run."""
+        clock = Clock()
+        options = NSQDOptions()
+        options.data_path = self.mktemp()
+        os.makedirs(options.data_path)
+        options.mem_queue_size = 0
+        broker = Broker(options, clock, _InlineDiskStorage())
+        self.addCleanup(broker.close)
+        lone = broker.get_topic("lone")
+        self.assertEqual(lone._put_many, lone._queue.put_many)
+        with_channel = broker.get_topic("t")
+        self.assertEqual(with_channel.get_channel("c")._put_many, with_channel.get_channel("c")._queue.put_many)
+        with self.one_by_one():
+            self.assertIsNone(broker.get_topic("other").get_channel("c")._put_many)

@@ -35,7 +35,7 @@ from zope.interface.verify import verifyObject
 from txnsq.storage import plugins as storage_plugins
 from txnsq.storage.disk import DiskStorage
 from txnsq.storage.ephemeral import EphemeralQueue, EphemeralStorage
-from txnsq.storage.interfaces import IBackendQueue, IStorageBackend
+from txnsq.storage.interfaces import IBackendQueue, IBatchQueue, IStorageBackend
 from txnsq.storage.memory import MemoryQueue, MemoryStorage
 from txnsq.storage.plugins import get_storage_backend, storage_backends
 
@@ -117,6 +117,22 @@ class BackendQueueConformance:
         queue = self.open()
         self.assertTrue(verifyObject(IBackendQueue, queue))
         self.assertTrue(queue.limit is None or isinstance(queue.limit, int))
+
+    def test_put_many(self) -> None:
+        """A queue that takes runs (IBatchQueue) keeps them in order, interleaved with single puts and reads."""
+        queue = self.open()
+        if not IBatchQueue.providedBy(queue):
+            self.skipTest("%r does not take runs" % (queue,))
+        self.assertTrue(verifyObject(IBatchQueue, queue))
+        sent = [message(i) for i in range(40)]
+        queue.put_many(sent[:15])
+        queue.put(sent[15])
+        queue.put_many([])
+        out = [queue.read(), queue.read()]
+        queue.put_many(sent[16:])
+        self.assertEqual(queue.depth(), 38)
+        out.extend(self.drain(queue))
+        self.assertEqual(out, sent)
 
     def test_new_queue_empty(self) -> None:
         """A new queue has depth 0 and reads None."""
@@ -282,6 +298,21 @@ class EphemeralStorageTests(BackendQueueConformance, SynchronousTestCase):
         self.assertEqual(
             self.drain(queue), [message(i) for i in range(self.mem_queue_size)]
         )
+
+    def test_put_many_drops_overflow(self) -> None:
+        """put_many() keeps what fits and drops and counts the rest, as put() of each does."""
+        size = self.mem_queue_size
+        sent = [message(i) for i in range(size + 7)]
+        runs = self.open()
+        runs.put_many(sent[:3])
+        runs.put_many(sent[3 : size + 2])
+        runs.put_many(sent[size + 2 :])
+        one_by_one = self.open()
+        for data in sent:
+            one_by_one.put(data)
+        self.assertEqual((runs.depth(), runs.dropped), (size, 7))
+        self.assertEqual((one_by_one.depth(), one_by_one.dropped), (size, 7))
+        self.assertEqual(self.drain(runs), self.drain(one_by_one))
 
     def test_room_after_read(self) -> None:
         """Reading makes room for new messages again."""

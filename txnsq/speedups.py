@@ -32,6 +32,7 @@ COMPILED_MODULES: Dict[str, str] = {
     "txnsq.protocol.v2": "txnsq.protocol._v2",
     "txnsq.protocol.message": "txnsq.protocol._message",
     "txnsq.storage.log_format": "txnsq.storage._log_format",
+    "txnsq.storage.diskqueue_format": "txnsq.storage._diskqueue_format",
 }
 
 _loaded: Dict[str, Optional[ModuleType]] = {}

@@ -49,7 +49,7 @@ from txnsq.protocol.message import (
     with_attempts,
 )
 from txnsq.protocol.names import is_ephemeral
-from txnsq.storage.interfaces import IDeferredStore
+from txnsq.storage.interfaces import IBatchQueue, IDeferredStore
 
 if TYPE_CHECKING:
     from txnsq.nsqd.topic import Topic
@@ -218,6 +218,10 @@ class Channel:
         #: ``randrange``-like source for sampling (a test seam).
         self.random_below: Callable[[int], int] = random.randrange
         queue = self._queue
+        # The queue's put_many, when it has one (IBatchQueue).
+        self._put_many: Optional[Callable[[List[bytes]], None]] = (
+            queue.put_many if IBatchQueue.providedBy(queue) else None
+        )
         # A queue keeping a flight log (disk, --mem-queue-size=0): every
         # message taken out of the queue is held in the log until it is
         # finished or back in the queue, so that a killed nsqd keeps it.
@@ -288,6 +292,26 @@ class Channel:
                         self._deliver(consumer, data)
                     return
         self._queue.put(data)
+
+    def put_many(self, messages: List[bytes]) -> None:
+        """
+        Take several encoded messages from the topic, in order: what
+        :meth:`put` of each does, in one call to the queue when none of
+        them can be delivered now (no consumer ready, paused, or held)
+        and the queue takes runs (``IBatchQueue``).
+        """
+        put_many = self._put_many
+        if put_many is None or (
+            self._ready and not self.paused and not self._pumping and not self._held
+        ):
+            put = self.put
+            for data in messages:
+                put(data)
+            return
+        # Nothing put into the queue changes that: none of them is
+        # delivered here, as put() would not deliver any.
+        self.message_count += len(messages)
+        put_many(messages)
 
     def put_deferred(self, data: bytes, delay: float) -> None:
         """Take one message from the topic to deliver ``delay`` seconds from now."""

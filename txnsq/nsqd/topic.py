@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple, Union
 from txnsq.nsqd.channel import Channel
 from txnsq.protocol.message import encode_message
 from txnsq.protocol.names import is_ephemeral, is_valid_channel_name
-from txnsq.storage.interfaces import IDeferredStore
+from txnsq.storage.interfaces import IBatchQueue, IDeferredStore
 
 if TYPE_CHECKING:
     from txnsq.nsqd.broker import Broker
@@ -69,6 +69,8 @@ class Topic:
         self._queue: Any = storage.open_queue(  # IBackendQueue
             name, broker.options, broker.clock
         )
+        # The queue's put_many, when it has one (IBatchQueue).
+        self._put_many: Any = self._queue.put_many if IBatchQueue.providedBy(self._queue) else None
         self.channels: Dict[str, Channel] = {}
         self.paused = False
         self.held = False
@@ -262,14 +264,20 @@ class Topic:
             ]
         self.message_count += count
         self.message_bytes += sum(map(len, bodies))
-        if targets:
+        if len(targets) == 1:
+            targets[0].put_many(messages)
+        elif targets:
             for data in messages:
                 for channel in targets:
                     channel.put(data)
         else:
-            put = self._queue.put
-            for data in messages:
-                put(data)
+            put_many = self._put_many
+            if put_many is not None:
+                put_many(messages)
+            else:
+                put = self._queue.put
+                for data in messages:
+                    put(data)
         if self.mirror is not None:
             self.mirror.published_many(self.name, messages)
         if self._taps:

@@ -12,7 +12,11 @@ the files, as Go nsqd does.
 
 Writes are batched: records are appended to a buffer that is written with
 one ``write`` per reactor turn (or per 256 KiB), and read back from that
-buffer if a consumer catches up first.  ``fsync`` and the meta file follow
+buffer if a consumer catches up first.  An MPUB's messages are framed into
+that buffer in one call (:meth:`DiskQueue.put_many`), and reads cut every
+whole record of a 64 KiB read-ahead in one call; both framings are
+compiled on CPython (``txnsq/storage/_diskqueue_format.c``, the functions
+of :mod:`txnsq.storage.diskqueue_format` the reference).  ``fsync`` and the meta file follow
 ``--sync-every`` (reads and writes, as go-diskqueue counts them) and
 ``--sync-timeout``, at the end of a reactor turn.
 
@@ -46,17 +50,20 @@ from txnsq.storage.diskqueue_format import (
     CopyRun,
     DeferredState,
     QueueState,
+    append_record,
+    append_records,
     deferred_file_name,
     encode_deferred,
     encode_meta,
     meta_file_name,
     segment_file_name,
+    split_records,
 )
 from txnsq.files import write_file_atomically
 from txnsq.storage.committer import Committer
 from txnsq.storage.deferred_copies import DeferredCopies
 from txnsq.storage.flight_log import FlightLog, flight_file_name
-from txnsq.storage.interfaces import IBackendQueue, IDeferredStore, IStorageBackend
+from txnsq.storage.interfaces import IBackendQueue, IBatchQueue, IDeferredStore, IStorageBackend
 from txnsq.storage.segment_reader import SegmentReader
 from txnsq.storage.sync_worker import SyncWorker
 
@@ -68,10 +75,12 @@ FLUSH_BYTES = 256 * 1024
 #: Seconds between attempts to write again after a failed write.
 RETRY_DELAY = 1.0
 
+_RECORD_HEADER_SIZE = RECORD_HEADER.size
+
 _log = Logger(namespace="txnsq.storage.disk")
 
 
-@implementer(IBackendQueue, IDeferredStore)
+@implementer(IBackendQueue, IBatchQueue, IDeferredStore)
 class DiskQueue:
     """
     One topic's or channel's queue: a memory front spilling to segment
@@ -189,12 +198,49 @@ class DiskQueue:
         else:
             self._overflow.append(data)
 
+    def put_many(self, messages: List[bytes]) -> None:
+        """
+        Append several messages, in order: what :meth:`put` of each does,
+        with the records of those that go to the segment files framed in
+        one go.
+        """
+        count = len(messages)
+        index = 0
+        if not self._depth and self.error is None:
+            front = self._front
+            room = self._mem_limit - len(front)
+            if room > 0:
+                index = room if room < count else count
+                front.extend(messages[:index] if index < count else messages)
+        if index < count:
+            if self.error is None:
+                index = self._append_many(messages, index)
+            if index < count:
+                self._overflow.extend(messages[index:])
+
     def read(self) -> Optional[bytes]:
         """The oldest message: from memory, else from disk."""
         front = self._front
         if front:
             return front.popleft()
         if self._depth:
+            records = self._reader.records
+            if records:
+                # The next record, already cut from the read-ahead; what
+                # _consumed does, inline: this is the drain's per-message path.
+                record = records.pop()
+                self._read_pos += _RECORD_HEADER_SIZE + len(record)
+                self._depth -= 1
+                self._unsynced += 1
+                if self._flush_call is None and not self._closed:
+                    if 0 < self._sync_every <= self._unsynced:
+                        self._flush_call = self._turn_call()
+                    elif self._sync_call is None:
+                        self._sync_call = self._clock.callLater(self._sync_timeout, self._on_sync_timer)
+                if not records and self._read_file < self._write_file:
+                    if self._read_pos >= self._reader.complete_end():
+                        self._next_read_file()
+                return record
             data = self._read_disk()
             if data is not None:
                 return data
@@ -319,6 +365,8 @@ class DiskQueue:
             return []
         state, items = saved
         self._skips.load(state, items)
+        # Records cut ahead were cut without looking for these copies.
+        self._reader.records = []
         self._remove(deferred_file_name(self.name))
         return items
 
@@ -357,6 +405,7 @@ class DiskQueue:
             # of them in the segments, whose skipping was not recorded:
             # skip records equal to them, up to where the segments ended.
             self._skips.hold(deferred, (self._write_file, self._write_pos))
+            self._reader.records = []
         _log.warn(
             "DISKQUEUE({name}): recovered {in_flight} in-flight and {deferred} "
             "deferred messages from {file}",
@@ -448,17 +497,54 @@ class DiskQueue:
             if self.error is not None:
                 self._overflow.append(data)
                 return
-        pending = self._pending
-        pending += RECORD_HEADER.pack(len(data))
-        pending += data
+        pending_size = append_record(self._pending, data)
         self._write_pos += total
         self._depth += 1
         self._unsynced += 1
-        if len(pending) >= FLUSH_BYTES:
+        if pending_size >= FLUSH_BYTES:
             self._flush()
         # The end of the turn writes what is left and syncs when it is time.
         if self._flush_call is None and not self._closed:
             self._flush_call = self._turn_call()
+
+    def _append_many(self, messages: List[bytes], index: int) -> int:
+        """
+        :meth:`_append` of each of ``messages[index:]``, a run of records
+        at a time (``append_records``) between the points where the
+        segment is full or the pending records are to be written; stops
+        where a write fails.
+
+        :return: the index of the first message not taken (all of them
+            unless :attr:`error` is set).
+        """
+        count = len(messages)
+        appended = False
+        while index < count:
+            taken, write_pos = append_records(
+                self._pending, messages, index, self._write_pos, self._max_bytes_per_file, FLUSH_BYTES
+            )
+            if taken == index:
+                # The next record would take the segment past its size.
+                self._roll()
+                if self.error is not None:
+                    self._overflow.append(messages[index])
+                    index += 1
+                    break
+                continue
+            added = taken - index
+            index = taken
+            appended = True
+            self._write_pos = write_pos
+            self._depth += added
+            self._unsynced += added
+            if len(self._pending) >= FLUSH_BYTES:
+                self._flush()
+                if self.error is not None:
+                    break
+        # The end of the turn writes what is left and syncs when it is time.
+        if appended and self._flush_call is None and not self._closed:
+            self._flush_call = self._turn_call()
+        return index
 
     def _roll(self) -> None:
         """Start the next segment (after writing and syncing this one)."""
@@ -694,11 +780,27 @@ class DiskQueue:
             if offset < 0:
                 self._bad_file("truncated record at %d" % (pos,))
                 continue
-            data = reader.buf[offset + header : offset + total]
+            skips = self._skips
+            if skips.count or skips.held:
+                data = reader.buf[offset + header : offset + total]
+            else:
+                # This record and the whole, valid ones after it in the
+                # read-ahead, in one go; read() takes the others from
+                # reader.records.  Whatever ends the run (a record not
+                # read ahead, the end, a bad length) is met here again.
+                records, _ = split_records(
+                    reader.buf,
+                    offset,
+                    end - reader.buf_pos,
+                    MIN_MESSAGE_SIZE,
+                    self._max_msg_size,
+                )
+                records.reverse()
+                data = records.pop()
+                reader.records = records
             self._consumed(pos + total)
             if number < self._write_file and self._read_pos >= end:
                 self._next_read_file()
-            skips = self._skips
             if skips.count and skips.skip_copy(number, pos, data):
                 continue
             if skips.held and skips.skip_held_copy(number, pos, data):

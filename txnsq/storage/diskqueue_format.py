@@ -27,7 +27,9 @@ from __future__ import annotations
 
 import re
 import struct
-from typing import List, NamedTuple, Tuple
+from typing import Any, List, NamedTuple, Tuple
+
+from txnsq import speedups
 
 __all__ = [
     "CopyRun",
@@ -38,6 +40,8 @@ __all__ = [
     "MIN_MESSAGE_SIZE",
     "QueueState",
     "RECORD_HEADER",
+    "append_record",
+    "append_records",
     "decode_deferred",
     "decode_meta",
     "deferred_file_name",
@@ -46,6 +50,7 @@ __all__ = [
     "meta_file_name",
     "parse_segment_file_name",
     "segment_file_name",
+    "split_records",
 ]
 
 #: The smallest encoded message: timestamp, attempts and ID with no body
@@ -234,3 +239,102 @@ def decode_deferred(data: bytes) -> Tuple[DeferredState, List[Tuple[int, bytes]]
             "%d deferred messages for %d copies" % (len(items), state.copies)
         )
     return state, items
+
+
+def append_record(pending: bytearray, data: bytes) -> int:
+    """
+    Frame the message ``data`` as a record (its 4-byte big-endian length,
+    then itself) at the end of ``pending``; return ``pending``'s new length.
+
+    :raises struct.error: ``data`` is 4 GiB or longer.
+    """
+    pending += RECORD_HEADER.pack(len(data))
+    pending += data
+    return len(pending)
+
+
+def append_records(
+    pending: bytearray,
+    messages: List[bytes],
+    start: int,
+    write_pos: int,
+    max_bytes: int,
+    flush_bytes: int,
+) -> Tuple[int, int]:
+    """
+    Frame ``messages[start:]`` as records at the end of ``pending``, in
+    order, as a disk queue writing at segment position ``write_pos`` does
+    (:func:`append_record` of each): while each record fits the segment
+    (``write_pos`` is 0, or the record ends by ``max_bytes``), and up to
+    the record that takes ``pending`` to ``flush_bytes`` or more.
+
+    :return: the index of the first message not framed, and the segment
+        position after the last one framed.
+    :raises struct.error: a message is 4 GiB or longer (those before it
+        are framed).
+    """
+    header = RECORD_HEADER.size
+    pack = RECORD_HEADER.pack
+    index = start
+    count = len(messages)
+    while index < count:
+        data = messages[index]
+        total = header + len(data)
+        if write_pos and write_pos + total > max_bytes:
+            break
+        pending += pack(len(data))
+        pending += data
+        write_pos += total
+        index += 1
+        if len(pending) >= flush_bytes:
+            break
+    return index, write_pos
+
+
+def split_records(
+    buf: bytes, start: int, stop: int, min_size: int, max_size: int
+) -> Tuple[List[bytes], int]:
+    """
+    The messages of the whole, valid records in ``buf[start:stop]``, read
+    from ``start`` on, and the offset after the last of them.
+
+    Reading stops before the first record whose length prefix or message
+    does not end by ``stop`` (or by the end of ``buf``), or whose length is
+    outside ``min_size..max_size``.  What stopped it is not an error here:
+    the caller reads that record again, with more bytes or to report it.
+
+    :raises ValueError: ``start`` is negative.
+    """
+    if start < 0:
+        raise ValueError("negative start")
+    end = len(buf)
+    if stop < end:
+        end = stop
+    records: List[bytes] = []
+    header = RECORD_HEADER.size
+    unpack_from = RECORD_HEADER.unpack_from
+    offset = start
+    while offset + header <= end:
+        (length,) = unpack_from(buf, offset)
+        if length < min_size or length > max_size:
+            break
+        after = offset + header + length
+        if after > end:
+            break
+        records.append(buf[offset + header : after])
+        offset = after
+    return records, offset
+
+
+#: The pure-Python record framing: the reference the compiled one
+#: (``txnsq/storage/_diskqueue_format.c``) is tested against byte for byte.
+pure_append_record = append_record
+pure_append_records = append_records
+pure_split_records = split_records
+
+#: The compiled module in use, or ``None`` (pure Python).
+compiled: Any = speedups.load("txnsq.storage._diskqueue_format")
+if compiled is not None:
+    append_record = compiled.append_record  # noqa: F811
+    append_records = compiled.append_records  # noqa: F811
+    split_records = compiled.split_records  # noqa: F811

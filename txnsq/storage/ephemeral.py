@@ -8,7 +8,7 @@ of its dummy backend queue).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, List
 
 from twisted.plugin import IPlugin
 from zope.interface import implementer
@@ -49,6 +49,19 @@ class EphemeralQueue(MemoryQueue):
             items.append(data)
         else:
             self.dropped += 1
+
+    def put_many(self, messages: List[bytes]) -> None:
+        """Append several messages, in order, dropping those that do not fit."""
+        items = self._items
+        room = self.capacity - len(items)
+        if room >= len(messages):
+            items.extend(messages)
+            return
+        if room > 0:
+            items.extend(messages[:room])
+        else:
+            room = 0
+        self.dropped += len(messages) - room
 
 
 @implementer(IPlugin, IStorageBackend)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from zope.interface import Attribute, Interface
 
-__all__ = ["IBackendQueue", "IDeferredStore", "IStorageBackend"]
+__all__ = ["IBackendQueue", "IBatchQueue", "IDeferredStore", "IStorageBackend"]
 
 
 class IBackendQueue(Interface):
@@ -75,6 +75,21 @@ class IBackendQueue(Interface):
     def delete() -> None:
         """
         Stop using the queue and remove its messages and any files for good.
+        """
+
+
+class IBatchQueue(Interface):
+    """
+    Optionally provided by an ``IBackendQueue`` that takes a run of
+    messages for less than one ``put`` each (the disk backend frames their
+    records in one go).  A channel hands it the messages of an ``MPUB``
+    that none of its consumers can take now.
+    """
+
+    def put_many(messages: "list[bytes]") -> None:
+        """
+        Append these encoded messages at the end of the queue, in order:
+        exactly what ``put`` of each, one after the other, would do.
         """
 
 

@@ -7,17 +7,17 @@ bounded by ``--mem-queue-size`` and lost when the process exits.
 from __future__ import annotations
 
 from collections import deque
-from typing import Any, Deque, Optional
+from typing import Any, Deque, List, Optional
 
 from twisted.plugin import IPlugin
 from zope.interface import implementer
 
-from txnsq.storage.interfaces import IBackendQueue, IStorageBackend
+from txnsq.storage.interfaces import IBackendQueue, IBatchQueue, IStorageBackend
 
 __all__ = ["MemoryQueue", "MemoryStorage"]
 
 
-@implementer(IBackendQueue)
+@implementer(IBackendQueue, IBatchQueue)
 class MemoryQueue:
     """
     A queue of encoded messages held in a ``deque``.
@@ -43,6 +43,10 @@ class MemoryQueue:
     def put(self, data: bytes) -> None:
         """Append one message."""
         self._items.append(data)
+
+    def put_many(self, messages: List[bytes]) -> None:
+        """Append several messages, in order."""
+        self._items.extend(messages)
 
     def read(self) -> Optional[bytes]:
         """Pop the oldest message, or ``None`` when empty."""

@@ -2,13 +2,14 @@
 """
 The segment file a disk queue reads: its descriptor and a read-ahead
 buffer, so that records are sliced out of one ``pread`` of
-:data:`READ_CHUNK` bytes rather than read one by one.
+:data:`READ_CHUNK` bytes rather than read one by one, and the messages
+already cut from that buffer (:attr:`SegmentReader.records`).
 """
 
 from __future__ import annotations
 
 import os
-from typing import Optional
+from typing import List, Optional
 
 from txnsq.storage.disk_recovery import READ_CHUNK
 
@@ -21,9 +22,15 @@ class SegmentReader:
 
     :ivar number: the segment open for reading, or -1.
     :ivar buf: bytes of the segment read ahead, from :attr:`buf_pos`.
+    :ivar records: the messages of the records that follow the queue's
+        read position in this segment, cut from :attr:`buf` in one go
+        (``split_records``), the next one last (so that ``pop()`` takes
+        it).  Only a cache: the read position is what counts, so whoever
+        moves it other than by taking these empties the list (closing the
+        segment does).
     """
 
-    __slots__ = ("_fd", "number", "_end", "buf", "buf_pos")
+    __slots__ = ("_fd", "number", "_end", "buf", "buf_pos", "records")
 
     def __init__(self) -> None:
         self._fd: Optional[int] = None
@@ -32,6 +39,7 @@ class SegmentReader:
         self._end: Optional[int] = None
         self.buf = b""
         self.buf_pos = 0
+        self.records: List[bytes] = []
 
     def open(self, path: str, number: int) -> None:
         """
@@ -72,6 +80,7 @@ class SegmentReader:
     def drop_buffer(self) -> None:
         """Let go of the read-ahead bytes (everything was read); the segment stays open."""
         self.buf = b""
+        self.records = []
 
     def close(self) -> None:
         """Close the open segment, if any."""
@@ -83,3 +92,4 @@ class SegmentReader:
         self._end = None
         self.buf = b""
         self.buf_pos = 0
+        self.records = []
