@@ -246,6 +246,79 @@ class GateTests(MirrorTestCase):
         self.assertTrue(mirror.gate(FakeConnection()))
 
 
+class AsyncGatheringTests(MirrorTestCase):
+    """``async`` mode: while a payload is unacked, later turns' records wait to go with one."""
+
+    def setUp(self) -> None:
+        super().setUp()
+        self.a.mirror.sync = False
+        self.topic = self.a.broker.get_topic("mt")
+        self.topic.get_channel("c")
+        self.pump()
+        self.sent = self.a.mirror.batches_sent
+
+    def test_gathered_while_unacked(self) -> None:
+        """Turns ending while a payload is unacked send nothing; its ack sends what they gathered, as one."""
+        mirror = self.a.mirror
+        self.topic.publish(b"one")
+        self.clock.advance(0)
+        self.assertEqual(mirror.batches_sent, self.sent + 1)
+        self.topic.publish(b"two")
+        self.clock.advance(0)
+        self.topic.publish_many([b"three", b"four"])
+        self.clock.advance(0)
+        self.assertEqual(mirror.batches_sent, self.sent + 1)
+        self.move()
+        self.assertEqual(mirror.batches_sent, self.sent + 2)
+        self.pump()
+        self.assertEqual(self.copy_of_a(), [b"one", b"two", b"three", b"four"])
+        self.assertEqual(mirror.lag_bytes, 0)
+
+    def test_nothing_unacked_sent_at_turn_end(self) -> None:
+        """With every payload acked, a turn's records leave at its end, as in sync mode."""
+        for body in (b"one", b"two"):
+            self.topic.publish(body)
+            self.pump()
+        self.assertEqual(self.a.mirror.batches_sent, self.sent + 2)
+        self.assertEqual(self.copy_of_a(), [b"one", b"two"])
+
+    def test_full_sent_without_waiting(self) -> None:
+        """Records past FLUSH_SIZE leave while a payload is unacked."""
+        from txnsq.nsqd.mirror import FLUSH_SIZE
+
+        mirror = self.a.mirror
+        self.topic.publish(b"first")
+        self.clock.advance(0)
+        body = b"x" * 4096
+        for _ in range(FLUSH_SIZE // len(body) + 1):
+            self.topic.publish(body)
+        self.assertEqual(mirror.batches_sent, self.sent + 2)
+        self.pump()
+        self.assertEqual(len(self.copy_of_a()), FLUSH_SIZE // len(body) + 2)
+
+    def test_route_down_drops_gathered(self) -> None:
+        """Records gathered for a peer whose route went down are dropped; its catch-up brings the messages."""
+        self.topic.publish(b"one")
+        self.clock.advance(0)
+        self.topic.publish(b"two")
+        self.clock.advance(0)
+        self.cut()
+        self.assertFalse(self.a.mirror.recorder.builder)
+        self.connect()
+        self.pump()
+        self.assertEqual(self.copy_of_a(), [b"one", b"two"])
+
+    def test_sync_not_gathered(self) -> None:
+        """In sync mode each turn's records leave at its end, acked or not."""
+        mirror = self.a.mirror
+        mirror.sync = True
+        self.topic.publish(b"one")
+        self.clock.advance(0)
+        self.topic.publish(b"two")
+        self.clock.advance(0)
+        self.assertEqual(mirror.batches_sent, self.sent + 2)
+
+
 class FailoverTests(MirrorTestCase):
     """b delivering a's messages."""
 

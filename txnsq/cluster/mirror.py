@@ -456,6 +456,10 @@ class Mirror(
             self.recorder.live = False
             self._unacked = []
             self.lag_bytes = 0
+            # Records gathered for no one (async mode keeps a turn's
+            # while a payload is unacked): a peer routed later is caught
+            # up from the queues instead.
+            self.recorder.builder = RecordBuilder()
             self._end_catch_up()
         self._release()
         if not self.peers:

@@ -4,6 +4,12 @@ The mirror's sending and its ack gate (:mod:`txnsq.cluster.mirror`): the
 records of a reactor turn go to every peer as one numbered payload; a
 ``sync`` producer (an ``async`` one past :data:`MAX_LAG_BYTES` unacked)
 waits until every peer has acked the payload that carried its publish.
+
+In ``async`` mode no producer waits for a payload, so while one is on its
+way (not acked by every peer) the records of later turns are gathered and
+sent as one payload when it is acked, or once :data:`FLUSH_SIZE` bytes
+are held: under load the payloads grow instead of multiplying, and with
+them fall the sends, the acks and the reactor turns they cost both nodes.
 """
 
 from __future__ import annotations
@@ -14,7 +20,7 @@ from twisted.logger import Logger
 
 from txnsq.cluster.mirror_catch_up import CATCH_UP_WINDOW
 from txnsq.cluster.mirror_peer import ACCOUNT, MirrorPeer
-from txnsq.nsqd.mirror import MirrorRecorder
+from txnsq.nsqd.mirror import FLUSH_SIZE, MirrorRecorder
 from txnsq.protocol.mirror import SUBJECT_DATA, RecordBuilder
 from txnsq.protocol.nats_route import encode_rmsg_head
 
@@ -57,7 +63,19 @@ class AckGate:
 
     def _schedule(self) -> None:
         if self._flush_call is None:
-            self._flush_call = self.clock.callLater(0, self.flush)
+            self._flush_call = self.clock.callLater(0, self._turn_ended)
+
+    def _turn_ended(self) -> None:
+        """
+        The reactor turn that gathered records ended: send them, unless
+        (``async``) a payload is still unacked; then they go with what
+        follows when it is acked (:meth:`_release`), or when
+        :data:`FLUSH_SIZE` bytes are held (the recorder's ``full``).
+        """
+        self._flush_call = None
+        if not self.sync and self._unacked and not self._catching_up:
+            return
+        self.flush()
 
     def flush(self) -> None:
         """
@@ -153,6 +171,9 @@ class AckGate:
                 and self.lag_bytes < CATCH_UP_WINDOW
             ):
                 self._catch_up_call = self.clock.callLater(0, self._continue_catch_up)
+            if not unacked and not self.sync and self.recorder.builder and self._flush_call is None:
+                # What async mode gathered while the payload was on its way.
+                self.flush()
         waiting = self._waiting
         if waiting and waiting[0][0] <= acked:
             done = [conn for seq, conn in waiting if seq <= acked]
