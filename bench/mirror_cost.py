@@ -10,7 +10,13 @@ Two publishers:
 
 - ``PUB`` pipelined: ``--window`` PUBs written at once, then their OKs
   read, and again (a producer with that many publishes outstanding);
-- ``MPUB`` of ``--batch`` messages, one at a time.
+- ``MPUB`` of ``--batch`` messages, one at a time (each waits for the
+  previous one's OK: in ``sync`` mode every MPUB waits a whole round
+  trip to the standby, so this row measures latency);
+- ``MPUB`` of ``--batch`` messages pipelined, ``--mpub-window`` written
+  at once before their OKs are read (a producer with several publishes
+  outstanding, as go-nsq's ``PublishAsync`` or concurrent ``Producer``
+  calls make: one round trip to the standby covers them all).
 
 Each figure is the median of ``--rounds`` runs, ``plain`` and
 ``mirrored`` alternating.  The nodes run with ``--nats-topics=^$``, so
@@ -26,12 +32,13 @@ what the rate ratio would be with the primary CPU-bound on a core of its
 own (the standby on another).
 
     python bench/mirror_cost.py [--count 50000] [--size 100] [--window 100]
-        [--batch 100] [--rounds 3] [--nsqd 'COMMAND'] [--bridged]
+        [--batch 100] [--mpub-window 4] [--rounds 3] [--nsqd 'COMMAND'] [--bridged]
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import statistics
@@ -139,12 +146,30 @@ def publish_mpub(address: Tuple[str, int], topic: bytes, count: int, size: int, 
         return (count // batch) * batch / (time.monotonic() - start)
 
 
+def publish_mpub_pipelined(
+    address: Tuple[str, int], topic: bytes, count: int, size: int, batch: int, window: int
+) -> float:
+    """Messages per second of MPUBs of ``batch`` messages, ``window`` outstanding at a time."""
+    command = mpub_command(topic, [b"x" * size] * batch)
+    with V2Connection(address) as conn:
+        start = time.monotonic()
+        left = count // batch
+        while left:
+            n = min(window, left)
+            conn.send(command * n)
+            for _ in range(n):
+                conn.expect()
+            left -= n
+        return (count // batch) * batch / (time.monotonic() - start)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--count", type=int, default=50000)
     parser.add_argument("--size", type=int, default=100)
     parser.add_argument("--window", type=int, default=100)
     parser.add_argument("--batch", type=int, default=100)
+    parser.add_argument("--mpub-window", type=int, default=4)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--nsqd", default=None, help="command running nsqd")
     parser.add_argument(
@@ -168,9 +193,11 @@ def main() -> None:
             try:
                 for topic in (b"plain", b"mirrored"):
                     create_channel(a.tcp_address, topic, b"c")
+                pipelined = functools.partial(publish_mpub_pipelined, window=options.mpub_window)
                 for label, run, arg in (
                     ("PUB x%d" % options.window, publish_pub, options.window),
                     ("MPUB x%d" % options.batch, publish_mpub, options.batch),
+                    ("MPUB x%d, %d outstanding" % (options.batch, options.mpub_window), pipelined, options.batch),
                 ):
                     rates: Dict[bytes, List[float]] = {b"plain": [], b"mirrored": []}
                     cpus: Dict[bytes, List[float]] = {b"plain": [], b"mirrored": []}
