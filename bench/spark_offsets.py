@@ -24,7 +24,11 @@ channel source, on one machine, ``local[2]``, 100-byte bodies:
    ``--mem-queue-size=1000000``, as ``examples/stream_rate.py`` does).
 
 Each figure is the median of ``--rounds`` runs (3).  The nsqds are child
-processes started here (``--metaq-address``, ``--log-partitions``).
+processes started here (``--metaq-address``, ``--log-partitions``).  Each
+run prints Spark's ``durationMs`` of its micro-batches (AvailableNow: every
+batch's; live: the medians), which tell the query's fixed costs
+(``walCommit``, ``commitOffsets``, ``queryPlanning``) from the read and the
+count (``addBatch``).  ``--conf KEY=VALUE`` adds a Spark conf to the session.
 
     python bench/spark_offsets.py
     python bench/spark_offsets.py --only available-now --count 1000000
@@ -156,8 +160,7 @@ def available_now(spark: Any, nsqd: NSQD, topic: str, count: int, work: str, run
     first = _stamp(progress[0]) if progress else 0.0
     return seconds, {
         "batches": len(progress),
-        "trigger_ms": [p["durationMs"].get("triggerExecution") for p in progress],
-        "add_batch_ms": [p["durationMs"].get("addBatch") for p in progress],
+        "duration_ms": [p["durationMs"] for p in progress],
         "before_first_batch_s": round(first - (time.time() - seconds), 2) if progress else None,
     }
 
@@ -210,6 +213,8 @@ def live(
     progress = [p for p in query.recentProgress if p["numInputRows"] > 0]
     query.stop()
     durations = sorted(p["durationMs"]["triggerExecution"] for p in progress)
+    parts = sorted({key for p in progress for key in p["durationMs"]})
+    breakdown = {key: statistics.median(p["durationMs"].get(key, 0) for p in progress) for key in parts}
     return {
         "published_per_s": sent_count / float(publish_seconds),
         "counted_per_s": sent_count / (caught_up - started),
@@ -218,6 +223,7 @@ def live(
         "batch_ms_p50": statistics.median(durations),
         "batch_ms_p95": durations[max(0, -(-95 * len(durations) // 100) - 1)],
         "rows_per_batch_p50": statistics.median(p["numInputRows"] for p in progress),
+        "duration_ms_p50": breakdown,
     }
 
 
@@ -266,6 +272,13 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     parser.add_argument("--only", choices=["available-now", "live", "channel"], action="append")
     parser.add_argument("--publish-batch", type=int, default=1000, help="messages per MPUB of the live publisher")
     parser.add_argument(
+        "--conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a Spark conf for the session (repeatable), e.g. spark.sql.adaptive.enabled=false",
+    )
+    parser.add_argument(
         "--publisher-python", default=sys.executable, help="interpreter of the live publisher (e.g. a PyPy venv's)"
     )
     parser.add_argument(
@@ -290,14 +303,17 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     )
     report: Dict[str, Any] = {}
     try:
-        spark = (
+        builder = (
             SparkSession.builder.master("local[2]")
             .config("spark.ui.enabled", "false")
             .config("spark.ui.showConsoleProgress", "false")
             .config("spark.sql.shuffle.partitions", "2")
             .config("spark.driver.host", "127.0.0.1")
-            .getOrCreate()
         )
+        for conf in args.conf:
+            key, _, value = conf.partition("=")
+            builder = builder.config(key, value)
+        spark = builder.getOrCreate()
         spark.sparkContext.setLogLevel("ERROR")
         txnsq.spark.register(spark)
         if "available-now" in only:
@@ -321,8 +337,14 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
                     spark, nsqd, "live", args.live_rate, args.live_seconds, work, run, args.publisher_python, args.publish_batch
                 )
                 results.append(result)
-                print("live run %d: %s" % (run + 1, {k: round(v, 2) for k, v in result.items()}), flush=True)
-            report["live"] = {key: statistics.median(r[key] for r in results) for key in results[0]}
+                print(
+                    "live run %d: %s"
+                    % (run + 1, {k: v if isinstance(v, dict) else round(v, 2) for k, v in result.items()}),
+                    flush=True,
+                )
+            report["live"] = {
+                key: statistics.median(r[key] for r in results) for key in results[0] if not isinstance(results[0][key], dict)
+            }
         if "channel" in only:
             # As examples/stream_rate.py: the channel's backlog in memory,
             # nsqd's --max-rdy-count raised for the tuned batches.
@@ -334,6 +356,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
                 rates = [channel(spark, nsqd, args.channel_count, per_batch, work, run) for run in range(args.rounds)]
                 print("channel source, %d per batch: %s msg/s" % (per_batch, [round(r) for r in rates]), flush=True)
                 report["channel_%d_msg_per_s" % (per_batch,)] = statistics.median(rates)
+        report["confs"] = args.conf
         report["load_average"] = os.getloadavg()
         print(json.dumps(report, indent=2))
         spark.stop()

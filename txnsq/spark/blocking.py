@@ -25,16 +25,15 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from dataclasses import dataclass
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
-from txnsq import __version__
 from txnsq.protocol.host_port import split_host_port
 from txnsq.protocol import v2_client as codec
 from txnsq.protocol.compression import CompressionError
 from txnsq.protocol.frames import FRAME_TYPE_ERROR, FRAME_TYPE_RESPONSE, FrameError, FrameParser
 from txnsq.protocol.handshake import ClientHandshake, HandshakeError, Ready, Send, StartCompression, StartTLS
 from txnsq.protocol.v2_client import HEARTBEAT, NSQError
+from txnsq.spark.settings import DEFAULT_MAX_BODY_SIZE, DEFAULT_MAX_MSG_SIZE, ClientSettings
 
 __all__ = [
     "DEFAULT_MAX_BODY_SIZE",
@@ -46,11 +45,6 @@ __all__ = [
     "lookup_nsqd_addresses",
 ]
 
-#: Go nsqd's ``--max-msg-size`` default (IDENTIFY does not report it).
-DEFAULT_MAX_MSG_SIZE = 1024 * 1024
-#: Go nsqd's ``--max-body-size`` default (IDENTIFY does not report it).
-DEFAULT_MAX_BODY_SIZE = 5 * 1024 * 1024
-
 #: The largest handshake frame accepted (IDENTIFY and AUTH replies are small).
 _MAX_HANDSHAKE_FRAME = 1024 * 1024
 _RECV_SIZE = 256 * 1024
@@ -58,66 +52,6 @@ _RECV_SIZE = 256 * 1024
 
 class NSQConnectionFailed(ConnectionError):
     """An nsqd could not be reached, or the connection to it broke."""
-
-
-@dataclass
-class ClientSettings:
-    """
-    How a blocking connection identifies itself and upgrades.
-
-    :ivar tls: ask for TLS (``tls_v1``) and wrap the socket when granted.
-    :ivar tls_ca_file: PEM roots to verify nsqd with (default: the system's).
-    :ivar tls_cert_file: client certificate (PEM) for nsqd's
-        ``--tls-client-auth-policy``.
-    :ivar tls_key_file: its key (PEM).
-    :ivar tls_server_name: the name to verify (default: the address's host).
-    :ivar tls_insecure: skip certificate verification (tests only).
-    :ivar auth_secret: sent with AUTH when nsqd requires it.
-    :ivar compression: ``"none"``, ``"snappy"`` or ``"deflate"``.
-    :ivar msg_timeout: nsqd's in-flight timeout for this client's messages in
-        seconds (``None``: nsqd's default).
-    :ivar heartbeat_interval: seconds between nsqd's heartbeats.
-    :ivar connect_timeout: seconds to connect and finish the handshake.
-    :ivar client_id: IDENTIFY's ``client_id``.
-    """
-
-    tls: bool = False
-    tls_ca_file: Optional[str] = None
-    tls_cert_file: Optional[str] = None
-    tls_key_file: Optional[str] = None
-    tls_server_name: Optional[str] = None
-    tls_insecure: bool = False
-    auth_secret: Optional[str] = None
-    compression: str = "none"
-    msg_timeout: Optional[float] = None
-    heartbeat_interval: float = 30.0
-    connect_timeout: float = 5.0
-    client_id: str = "txnsq-spark"
-
-    def identify_body(self) -> Dict[str, Any]:
-        """The IDENTIFY JSON for these settings (durations in milliseconds)."""
-        return {
-            "client_id": self.client_id,
-            "hostname": socket.gethostname(),
-            "user_agent": "txnsq-spark/" + __version__,
-            "feature_negotiation": True,
-            "heartbeat_interval": int(self.heartbeat_interval * 1000),
-            "tls_v1": self.tls,
-            "snappy": self.compression == "snappy",
-            "deflate": self.compression == "deflate",
-            "deflate_level": 6,
-            "msg_timeout": 0 if self.msg_timeout is None else int(self.msg_timeout * 1000),
-        }
-
-    def ssl_context(self) -> ssl.SSLContext:
-        """The client TLS context these settings describe."""
-        context = ssl.create_default_context(cafile=self.tls_ca_file)
-        if self.tls_cert_file:
-            context.load_cert_chain(self.tls_cert_file, self.tls_key_file)
-        if self.tls_insecure:
-            context.check_hostname = False
-            context.verify_mode = ssl.CERT_NONE
-        return context
 
 
 Frame = Tuple[int, bytes]

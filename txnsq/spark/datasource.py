@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 from pyspark.sql.datasource import (
     DataSource,
@@ -34,7 +34,7 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from txnsq.spark.batching import check_sink_schema
+from txnsq.spark.log_rows import ARROW_SCHEMA, LOG_SOURCE_SCHEMA
 from txnsq.spark.offsets import (
     OFFSET_OPTIONS,
     LogOptions,
@@ -46,12 +46,16 @@ from txnsq.spark.offsets import (
     read_range,
     topic_partitions,
 )
-from txnsq.spark.options import _get
-from txnsq.spark.blocking import BlockingConnection
-from txnsq.spark.consumer import DEFAULT_MAX_RDY, StreamConsumer, drain_chunks, nsqd_addresses
-from txnsq.spark.options import OptionError, SinkOptions, SourceOptions
-from txnsq.spark.publisher import publish_rows, publish_rows_idempotent
+from txnsq.spark.options import OptionError, SinkOptions, SourceOptions, _get
 from txnsq.spark.records import SOURCE_SCHEMA, NSQMessage, to_batch, to_row
+from txnsq.spark.spool import Spool, SpoolError, batch_number
+
+# The channel mode's client and consumer and the sink's publisher are
+# imported where they are used: Spark starts a new Python process for each
+# streaming query, and the offset mode needs none of them (nor the NSQ
+# handshake and TLS modules they bring).
+if TYPE_CHECKING:  # pragma: no cover
+    from txnsq.spark.consumer import StreamConsumer
 
 try:
     from pyspark.sql.streaming.datasource import (
@@ -82,8 +86,6 @@ except ImportError:  # pragma: no cover - pyspark 4.0/4.1
         """Stand-in."""
 
         max_bytes = 0
-from txnsq.spark.spool import Spool, SpoolError, batch_number
-from txnsq.spark.log_rows import ARROW_SCHEMA, LOG_SOURCE_SCHEMA
 
 __all__ = [
     "LogBatchReader",
@@ -143,6 +145,8 @@ class NSQDataSource(DataSource):
         return NSQStreamReader(SourceOptions.parse(self.options, streaming=True))
 
     def _sink(self, schema: StructType) -> SinkOptions:
+        from txnsq.spark.batching import check_sink_schema
+
         options = SinkOptions.parse(self.options)
         check_sink_schema([(f.name, f.dataType.typeName()) for f in schema.fields], options.topic)
         if options.idempotent and not options.metaq_addresses:
@@ -400,6 +404,9 @@ class NSQBatchReader(DataSourceReader):
         self.arrow_schema = _arrow_schema(schema) if schema is not None else None
 
     def partitions(self) -> Sequence[InputPartition]:
+        from txnsq.spark.blocking import BlockingConnection
+        from txnsq.spark.consumer import DEFAULT_MAX_RDY, nsqd_addresses
+
         options = self.options
         addresses = nsqd_addresses(options)
         if not addresses:
@@ -421,6 +428,8 @@ class NSQBatchReader(DataSourceReader):
         return parts
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
+        from txnsq.spark.consumer import drain_chunks
+
         assert isinstance(partition, _DrainPartition)
         topic = self.options.topic
         chunks = drain_chunks(partition.address, self.options, partition.count, _DRAIN_CHUNK)
@@ -473,6 +482,8 @@ class NSQStreamReader(DataSourceStreamReader):
         self._last: Optional[int] = None
 
     def _started(self) -> StreamConsumer:
+        from txnsq.spark.consumer import StreamConsumer
+
         if self._consumer is None:
             consumer = StreamConsumer(self.options)
             consumer.start()
@@ -592,6 +603,8 @@ def _stream_batch_id() -> int:
 
 
 def _publish(iterator: Iterator[Any], options: SinkOptions, batch_id: Optional[int]) -> NSQCommitMessage:
+    from txnsq.spark.publisher import publish_rows, publish_rows_idempotent
+
     partition = _partition_id()
     if options.idempotent:
         number = options.batch_id if batch_id is None else batch_id

@@ -22,8 +22,6 @@ import json
 import logging
 import re
 import struct
-import urllib.error
-import urllib.request
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
@@ -254,6 +252,11 @@ class LogOptions:
 
 
 def _http_json(url: str, timeout: float) -> Any:
+    # Imported here, as in _lookup_http_addresses: HTTP is only for
+    # discovery, and the process Spark starts for each streaming query
+    # imports this module before its first batch.
+    import urllib.request
+
     with urllib.request.urlopen(url, timeout=timeout) as reply:
         data = json.loads(reply.read().decode("utf-8"))
     if isinstance(data, dict) and "status_code" in data and isinstance(data.get("data"), dict):
@@ -284,6 +287,8 @@ def metaq_address_from_info(http_address: str, timeout: float = 5.0, host: Optio
 
 def _lookup_http_addresses(lookupd_addresses: Sequence[str], topic: str, timeout: float) -> List[str]:
     """The ``host:http_port`` of each nsqd the lookupds list for ``topic``."""
+    import urllib.error
+
     from txnsq.client.discovery import lookup_url
 
     found: List[str] = []

@@ -12,7 +12,7 @@ from typing import List, Mapping, Optional
 
 from txnsq.protocol.host_port import split_host_port
 from txnsq.protocol.names import is_valid_channel_name, is_valid_topic_name
-from txnsq.spark.blocking import DEFAULT_MAX_BODY_SIZE, DEFAULT_MAX_MSG_SIZE, ClientSettings
+from txnsq.spark.settings import DEFAULT_MAX_BODY_SIZE, DEFAULT_MAX_MSG_SIZE, ClientSettings
 
 __all__ = ["OptionError", "SinkOptions", "SourceOptions", "client_settings"]
 
