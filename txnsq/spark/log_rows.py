@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.test_spark_log_rows -*-
+# -*- test-case-name: tests_spark.test_offsets -*-
 """
 The rows of the ``nsq`` offset source, built as Arrow columns straight
 from the bytes of MetaQ ``get`` answers (records in MetaQ's layout, see
@@ -63,7 +63,6 @@ _MASK = 0x7FFFFFFF
 _HEADER_COLUMNS = np.arange(HEADER_SIZE, dtype=np.int64)
 _FOUR = np.arange(4, dtype=np.int64)
 _EIGHT = np.arange(8, dtype=np.int64)
-_HEX = np.frombuffer(b"".join(b"%02x" % (i,) for i in range(256)), dtype=np.uint8).reshape(256, 2)
 
 
 class CorruptRecord(RuntimeError):
