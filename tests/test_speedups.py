@@ -31,6 +31,19 @@ from txnsq.storage.memory import MemoryStorage
 _ON_CPYTHON = platform.python_implementation() == "CPython"
 
 
+@contextmanager
+def _replaced(replacements: List[Tuple[Any, str, Any]]) -> Iterator[None]:
+    """Each ``(module, name, value)`` set until the block ends, then put back."""
+    saved = [(module, name, getattr(module, name)) for module, name, _ in replacements]
+    for module, name, value in replacements:
+        setattr(module, name, value)
+    try:
+        yield
+    finally:
+        for module, name, value in saved:
+            setattr(module, name, value)
+
+
 class _Environment:
     """Sets or clears TXNSQ_NO_EXTENSIONS for one test."""
 
@@ -249,14 +262,8 @@ class SessionTests(SynchronousTestCase):
             (channel, "_COMPILED_WITH_ATTEMPTS", None),
             (tcp, "_compiled_message_frame", None),
         ]
-        saved = [(module, name, getattr(module, name)) for module, name, _ in replacements]
-        for module, name, value in replacements:
-            setattr(module, name, value)
-        try:
+        with _replaced(replacements):
             yield
-        finally:
-            for module, name, value in saved:
-                setattr(module, name, value)
 
     @settings(max_examples=150, deadline=None)
     @given(_session())
@@ -308,14 +315,8 @@ class DiskSessionTests(SynchronousTestCase):
             (channel, "IBatchQueue", _NoQueueTakesRuns),
             (topic, "IBatchQueue", _NoQueueTakesRuns),
         ]
-        saved = [(module, name, getattr(module, name)) for module, name, _ in replacements]
-        for module, name, value in replacements:
-            setattr(module, name, value)
-        try:
+        with _replaced(replacements):
             yield
-        finally:
-            for module, name, value in saved:
-                setattr(module, name, value)
 
     @settings(max_examples=100, deadline=None)
     @given(_session())
