@@ -31,7 +31,7 @@ per message much less.  The primary's CPU ratio (plain / mirrored) is
 what the rate ratio would be with the primary CPU-bound on a core of its
 own (the standby on another).
 
-    python bench/mirror_cost.py [--count 50000] [--size 100] [--window 100]
+    python bench/mirror_cost.py [--count 300000] [--size 100] [--window 100]
         [--batch 100] [--mpub-window 4] [--rounds 3] [--nsqd 'COMMAND'] [--bridged]
 """
 
@@ -165,7 +165,7 @@ def publish_mpub_pipelined(
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--count", type=int, default=50000)
+    parser.add_argument("--count", type=int, default=300000)
     parser.add_argument("--size", type=int, default=100)
     parser.add_argument("--window", type=int, default=100)
     parser.add_argument("--batch", type=int, default=100)
