@@ -28,6 +28,8 @@ from txnsq.spark.blocking import BlockingConnection
 
 COUNT = 200_000
 KILLS = 5
+#: Where a driver's first error shows in its output.
+_FIRST_ERROR = ("Traceback (most recent call last)", " ERROR ", "Exception in thread")
 #: Bound on one driver's start and first committed batch, and on the final run.
 TIMEOUT = 300.0
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -113,8 +115,14 @@ class ExactlyOnceTests(SynchronousTestCase):
         return process
 
     def last_log(self) -> str:
+        """The last driver's output: where its first error starts (the cause), and its end."""
         with open(self.logs[-1], "rb") as f:
-            return f.read()[-4000:].decode("utf-8", "replace")
+            text = f.read().decode("utf-8", "replace")
+        starts = [at for at in (text.find(mark) for mark in _FIRST_ERROR) if at >= 0]
+        first = min(starts) if starts else len(text)
+        if first >= len(text) - 4000:
+            return text[max(0, min(first, len(text) - 4000)):]
+        return text[first:first + 6000] + "\n[...]\n" + text[-4000:]
 
     def _kill(self, process: subprocess.Popen) -> None:
         if process.poll() is None:
