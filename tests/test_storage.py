@@ -58,6 +58,9 @@ class BackendQueueConformance:
     message a topic or channel stores is.
     """
 
+    #: Whether the backend's queues provide IBatchQueue (txnsq's own do).
+    takes_runs = False
+
     persistent = False
     mem_queue_size = 100
 
@@ -122,6 +125,9 @@ class BackendQueueConformance:
         """A queue that takes runs (IBatchQueue) keeps them in order, interleaved with single puts and reads."""
         queue = self.open()
         if not IBatchQueue.providedBy(queue):
+            # IBatchQueue is optional for a backend of one's own; txnsq's
+            # own say they take runs, so that this cannot be skipped for them.
+            self.assertFalse(self.takes_runs, "%r does not provide IBatchQueue" % (queue,))
             self.skipTest("%r does not take runs" % (queue,))
         self.assertTrue(verifyObject(IBatchQueue, queue))
         sent = [message(i) for i in range(40)]
@@ -251,6 +257,8 @@ class BackendQueueConformance:
 class MemoryStorageTests(BackendQueueConformance, SynchronousTestCase):
     """The memory backend."""
 
+    takes_runs = True
+
     def make_backend(self) -> MemoryStorage:
         return MemoryStorage()
 
@@ -274,6 +282,8 @@ class MemoryStorageTests(BackendQueueConformance, SynchronousTestCase):
 
 class EphemeralStorageTests(BackendQueueConformance, SynchronousTestCase):
     """The ephemeral backend."""
+
+    takes_runs = True
 
     def make_backend(self) -> EphemeralStorage:
         return EphemeralStorage()

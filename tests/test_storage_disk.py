@@ -45,6 +45,7 @@ class DiskConformanceMixin(BackendQueueConformance):
     """The conformance suite on a fresh data directory."""
 
     persistent = True
+    takes_runs = True
 
     def make_backend(self) -> DiskStorage:
         return DiskStorage()
