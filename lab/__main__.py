@@ -47,6 +47,11 @@ def main(argv: Optional[List[str]] = None) -> int:
     except LabError as e:
         print("lab: %s" % (e,), file=sys.stderr)
         return 2
+    except BaseException as e:
+        if type(e).__name__ == "_Interrupted":
+            print("lab: interrupted", file=sys.stderr)
+            return 130
+        raise
 
 
 def _dispatch(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:

@@ -12,14 +12,13 @@ import os
 import secrets
 import shutil
 import signal
-import sys
 import tempfile
 import time
 from typing import Any, Callable, Dict, List, Optional
 
 from lab.errors import LabError
 from lab.history import History
-from lab.ledger import Ledger
+from lab.ledger import NAMESPACE_PREFIX, Ledger
 from lab.world import World
 
 __all__ = ["RoundContext", "RoundResult", "Runner"]
@@ -72,6 +71,9 @@ class _Interrupted(BaseException):
 
 
 def _raise_interrupted(signum: int, frame: Any) -> None:
+    # A second Ctrl-C must not cut the teardown short.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     raise _Interrupted(signum)
 
 
@@ -103,6 +105,7 @@ class Runner:
         import random
 
         previous = {s: signal.signal(s, _raise_interrupted) for s in (signal.SIGINT, signal.SIGTERM)}
+        self.echo("run id %s (namespaces %s%s*)" % (self.run_id[:4], NAMESPACE_PREFIX, self.run_id[:4]))
         try:
             for scenario in scenarios:
                 for number in range(1, rounds + 1):
@@ -117,43 +120,41 @@ class Runner:
 
     def _round(self, scenario: Any, number: int, rng: Any) -> RoundResult:
         result = RoundResult(scenario.name, number)
-        round_id = "%s%d" % (self.run_id[:4], len(self.results) % 100)
-        ledger = Ledger(round_id)
+        ledger = Ledger("%s%02d" % (self.run_id[:4], len(self.results) % 100))
         folder = os.path.join(self.base, "%s-%d" % (scenario.name, number))
         os.makedirs(folder, exist_ok=True)
         started = time.time()
         history = History(os.path.join(folder, "history"))
+        world: Optional[World] = None
+        interrupted = False
         try:
             world = World(ledger, folder, self.python)
             context = RoundContext(world, history, folder, self.quick, rng, self.python)
-            try:
-                scenario.run_round(context, result)
-            except LabError as e:
-                result.passed = False
-                result.problems.append(str(e))
-            finally:
-                if not self.keep:
-                    world.teardown_processes()
+            scenario.run_round(context, result)
+        except LabError as e:
+            result.passed = False
+            result.problems.append(str(e))
         except _Interrupted:
-            history.close()
-            problems = ledger.teardown(keep=False)
-            self.echo("interrupted: the round's namespaces and processes are removed"
-                      + ("" if not problems else "; left: " + "; ".join(problems)))
+            interrupted = True
             raise
         finally:
             result.seconds = round(time.time() - started, 1)
-        history.close()
-        if self.keep:
-            path = os.path.join(folder, "result.json")
-            with open(path, "w") as f:
-                json.dump(result.as_dict(), f, indent=1, default=str)
-            self.kept.extend(ledger.teardown(keep=True))
-            self.echo("kept: %s (history in %s)" % (folder, history.folder))
-        else:
-            problems = ledger.teardown()
-            if problems:
-                result.problems.extend("teardown: " + p for p in problems)
-                result.passed = False
+            history.close()
+            if self.keep and not interrupted:
+                with open(os.path.join(folder, "result.json"), "w") as f:
+                    json.dump(result.as_dict(), f, indent=1, default=str)
+                self.kept.extend(ledger.teardown(keep=True))
+                self.echo("kept: %s (history in %s)" % (folder, history.folder))
+            else:
+                if world is not None:
+                    world.teardown_processes()
+                problems = ledger.teardown()
+                if interrupted:
+                    self.echo("interrupted: the round's namespaces and processes are removed"
+                              + ("" if not problems else "; left: " + "; ".join(problems)))
+                elif problems:
+                    result.problems.extend("teardown: " + p for p in problems)
+                    result.passed = False
         self.echo(_line(result))
         return result
 
