@@ -107,6 +107,9 @@ setup(
         "txnsq.nsqadmin": ["static/*.css", "static/*.js"],
     },
     include_package_data=True,
+    # MANIFEST.in puts the C sources in the sdist; the wheel holds what
+    # they compile to, not the sources.
+    exclude_package_data={"": ["*.c"]},
     ext_modules=_extensions(),
     cmdclass={"build_ext": OptionalBuildExt},
     zip_safe=False,
