@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.test_http_routes, tests.test_http, tests.test_nsqlookupd_http -*-
+# -*- test-case-name: tests.test_http_routes,tests.test_http,tests.test_nsqlookupd_http -*-
 """
 Go's daemons' routing (julienschmidt/httprouter) on top of Klein.
 
