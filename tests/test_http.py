@@ -697,6 +697,16 @@ class ConfigTests(HTTPTestCase):
         for name in CONFIG_OPTIONS:
             self.assertEqual(self.get_config(name).code, 200, name)
 
+    def test_mirror_settings(self) -> None:
+        """The mirror's settings come by their flag names: mirror_ack as text, mirror_min_standbys as an integer."""
+        self.assertEqual(self.get_config("mirror_ack").body, b"sync")
+        self.assertEqual(self.get_config("mirror_min_standbys").json(), 0)
+        self.build(mirror_min_standbys=2)
+        reply = self.get_config("mirror_min_standbys")
+        self.assertEqual((reply.code, reply.json()), (200, 2))
+        self.assertEqual(reply.header("Content-Type"), JSON)
+        self.assertError(self.put("mirror_min_standbys", b"1"), 400, "INVALID_OPTION")
+
     def test_unknown(self) -> None:
         """Unknown names, and flag names where Go's config name differs, are 400 INVALID_OPTION."""
         for name in ("no_such_option", "node_id", "lookupd_tcp_address", "verbose"):
