@@ -1307,5 +1307,6 @@ class KnownLossTests(MirrorTestCase):
             (reply.code, reply.body, reply.opaque), (503, b"put: mirror: 0 of 1 required standbys live", 3)
         )
         self.assertEqual(topic.message_count, 2)
+        assert topic.retention is not None
         self.assertEqual(topic.retention.log.partitions[0].next_offset, 2 * 23)
         self.assertFalse(client.closed)

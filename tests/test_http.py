@@ -523,7 +523,12 @@ class TopicTests(HTTPTestCase):
         from txnsq.nsqd.mirror import MirrorRecorder
 
         held: List[Any] = []
-        self.broker.mirror_gate = lambda waiter: held.append(waiter) or True
+
+        def gate(waiter: Any) -> bool:
+            held.append(waiter)
+            return True
+
+        self.broker.mirror_gate = gate
         topic = self.broker.get_topic("m")
         topic.mirror = MirrorRecorder(lambda: None, lambda: None)
         for path in ("/pub?topic=m", "/mpub?topic=m"):

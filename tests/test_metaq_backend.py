@@ -134,8 +134,13 @@ class BrokerMetaqBackendTests(SynchronousTestCase):
     def test_mirror_gate(self) -> None:
         """mirror_gate asks the broker's gate for a mirrored topic only."""
         asked: List[Any] = []
+
+        def gate(waiter: Any) -> bool:
+            asked.append(waiter)
+            return True
+
         self.assertFalse(self.backend.mirror_gate("orders", object()))
-        self.broker.mirror_gate = lambda waiter: asked.append(waiter) or True
+        self.broker.mirror_gate = gate
         self.assertFalse(self.backend.mirror_gate("orders", object()))
 
         class Topic:

@@ -143,6 +143,7 @@ class RefusalTests(SynchronousTestCase):
         topic.set_retention(RetentionSettings(1 << 20, 0.0, 1))
         topic.mirror = self.recorder
         self.assertRaises(mirror.StandbysUnavailable, topic.publish_record, 0, 0, b"x")
+        assert topic.retention is not None
         self.assertEqual(topic.retention.log.partitions[0].next_offset, 0)
         self.assertEqual(topic.message_count, 0)
 

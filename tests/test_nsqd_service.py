@@ -442,12 +442,14 @@ class ConstructionTests(SynchronousTestCase):
         from tests.endpoint_fakes import RecordingEndpoint
 
         service = NSQDService(self.options(), Clock(), storage="memory", metaq_endpoint=RecordingEndpoint(4153))
+        assert service.metaq_factory is not None
         self.assertIsNone(service.metaq_factory.mirror_gate)
         options = self.options(
             "--cluster-name=c1", "--routes=nats-route://127.0.0.1:1", "--mirror-min-standbys=1"
         )
         options.validate()
         service = NSQDService(options, Clock(), storage="memory", metaq_endpoint=RecordingEndpoint(4153))
+        assert service.metaq_factory is not None and service.cluster is not None
         self.assertIsNotNone(service.metaq_factory.mirror_gate)
         self.assertEqual(service.cluster.mirror.min_standbys, 1)
 
