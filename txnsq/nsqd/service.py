@@ -261,13 +261,17 @@ class NSQDService(MultiService):
         from txnsq.version import TXNSQ_VERSION
 
         tls_only = tls is not None and bool(options.tls_required)
+        backend = BrokerMetaqBackend(self.broker, "txnsq-%s" % (TXNSQ_VERSION,))
         factory = MetaqFactory(
-            BrokerMetaqBackend(self.broker, "txnsq-%s" % (TXNSQ_VERSION,)),
+            backend,
             reactor,
             options.max_msg_size,
             auth=auth,
             tls=tls_only,
             start_time=self.start_time,
+            # Puts to mirrored topics wait for the standbys only when asked
+            # (--mirror-min-standbys): with 0 they are answered at once.
+            mirror_gate=backend.mirror_gate if options.mirror_min_standbys else None,
         )
         self.metaq_factory = factory
         served: Any = factory
