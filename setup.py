@@ -2,16 +2,67 @@
 
 import os
 import platform
+import sys
 
 from setuptools import Extension, find_packages, setup
+from setuptools.command.build_ext import build_ext
+
+try:
+    from setuptools.errors import BaseError, CCompilerError, PlatformError
+except ImportError:  # setuptools < 59
+    from distutils.errors import CCompilerError
+    from distutils.errors import DistutilsError as BaseError
+    from distutils.errors import DistutilsPlatformError as PlatformError
+
+
+class OptionalBuildExt(build_ext):
+    """
+    Builds the compiled speed-ups where it can, and otherwise says so in
+    one line: without a working C compiler (or Python's headers) txnsq
+    installs and runs its pure-Python modules, which setuptools' own
+    ``optional=True`` reports as one warning per module.
+    """
+
+    def run(self) -> None:
+        self._failed = []
+        self._why = ""
+        try:
+            build_ext.run(self)
+        except PlatformError as error:
+            # No compiler at all for this platform: nothing was attempted
+            # (and nothing printed), so the line says why.
+            self._failed = [(extension.name, error) for extension in self.extensions]
+            self._why = ": %s" % (error,)
+        self._report()
+
+    def build_extension(self, ext: Extension) -> None:
+        try:
+            build_ext.build_extension(self, ext)
+        except (CCompilerError, BaseError) as error:
+            self._failed.append((ext.name, error))
+
+    def _report(self) -> None:
+        # A failing compiler's command and output are printed above this
+        # line by setuptools; the line says what they mean.
+        if not self._failed:
+            return
+        if len(self._failed) == len(self.extensions):
+            line = "txnsq: C compiler unavailable, installing the pure-Python modules (slower)" + self._why
+        else:
+            line = "txnsq: could not compile %s, installing the pure-Python %s (slower)" % (
+                ", ".join(name for name, _ in self._failed),
+                "module" if len(self._failed) == 1 else "modules",
+            )
+        sys.stderr.write(line + "\n")
 
 
 def _extensions() -> list:
     """
     The compiled speed-ups, beside the pure-Python modules they accelerate:
     CPython only (PyPy runs the pure Python), optional (a machine with no
-    C compiler installs without them and runs the pure
-    Python), and left out with ``TXNSQ_NO_EXTENSIONS=1``.
+    C compiler installs without them and runs the pure Python, see
+    :class:`OptionalBuildExt`), and left out with
+    ``TXNSQ_NO_EXTENSIONS=1``.
     """
     if platform.python_implementation() != "CPython" or os.environ.get("TXNSQ_NO_EXTENSIONS"):
         return []
@@ -56,7 +107,11 @@ setup(
         "txnsq.nsqadmin": ["static/*.css", "static/*.js"],
     },
     include_package_data=True,
+    # MANIFEST.in puts the C sources in the sdist; the wheel holds what
+    # they compile to, not the sources.
+    exclude_package_data={"": ["*.c"]},
     ext_modules=_extensions(),
+    cmdclass={"build_ext": OptionalBuildExt},
     zip_safe=False,
     install_requires=[
         "twisted[tls]>=22.10",

@@ -24,7 +24,8 @@ can hand its socket over (:meth:`V2Connection.release_socket`) to a
 buffer and answers them with one write of ``FIN``\\s per read.
 :func:`process_rss_bytes` reads nsqd's resident memory from ``/proc``, and
 :func:`raise_open_files_limit` lifts the soft limit on open files for runs
-with thousands of connections.
+with thousands of connections. :func:`http_post` sends nsqd's HTTP
+commands (``/topic/create``, ``/channel/create``) with ``urllib``.
 """
 
 from __future__ import annotations
@@ -39,6 +40,8 @@ import struct
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 import zlib
 from collections import deque
 from typing import IO, Any, Callable, Deque, Dict, List, Mapping, Optional, Sequence, Tuple
@@ -58,6 +61,8 @@ __all__ = [
     "create_channel",
     "deflate_codec",
     "directory_size",
+    "free_ports",
+    "http_post",
     "mpub_command",
     "nsqd_command",
     "process_cpu_seconds",
@@ -123,6 +128,32 @@ def free_ports(count: int) -> List[int]:
     for sock in sockets:
         sock.close()
     return ports
+
+
+def http_post(address: Tuple[str, int], path: str, timeout: float = START_TIMEOUT) -> bytes:
+    """
+    ``POST http://HOST:PORT/path`` with an empty body, as ``curl -X POST``
+    does (``/topic/create?topic=...``, say); the reply's body.
+
+    Connections refused are retried until ``timeout`` seconds have passed:
+    nsqd may print its TCP line before its HTTP listener is up.
+
+    :raises urllib.error.HTTPError: nsqd answered with an error status.
+    :raises urllib.error.URLError: nothing listened within ``timeout``.
+    """
+    url = "http://%s:%d%s" % (address[0], address[1], path)
+    deadline = time.monotonic() + timeout
+    while True:
+        request = urllib.request.Request(url, data=b"", method="POST")
+        try:
+            with urllib.request.urlopen(request, timeout=timeout) as reply:
+                return reply.read()  # type: ignore[no-any-return]
+        except urllib.error.HTTPError:
+            raise
+        except urllib.error.URLError as error:
+            if not isinstance(error.reason, ConnectionRefusedError) or time.monotonic() > deadline:
+                raise
+        time.sleep(0.05)
 
 
 def nsqd_command(override: Optional[str] = None) -> List[str]:
@@ -265,11 +296,20 @@ class NSQDChild:
     :param args: nsqd's flags.
     :param command: the command before the flags (:func:`nsqd_command`).
     :param log_path: where its output goes; read back by :meth:`output`.
+    :param env: variables to set in its environment, on top of this
+        process's (``GOMAXPROCS`` for Go's nsqd, say).
     """
 
-    def __init__(self, args: Sequence[str], command: Sequence[str], log_path: str) -> None:
+    def __init__(
+        self,
+        args: Sequence[str],
+        command: Sequence[str],
+        log_path: str,
+        env: Optional[Mapping[str, str]] = None,
+    ) -> None:
         self.argv = list(command) + list(args)
         self.log_path = log_path
+        self.env = dict(env or {})
         self.ports: Dict[str, int] = {}
         self.host = "127.0.0.1"
         self._process: Optional["subprocess.Popen[bytes]"] = None
@@ -318,6 +358,7 @@ class NSQDChild:
         """
         env = dict(os.environ)
         env["PYTHONUNBUFFERED"] = "1"  # log lines arrive as they are printed
+        env.update(self.env)
         self._log = open(self.log_path, "wb")
         try:
             self._process = subprocess.Popen(

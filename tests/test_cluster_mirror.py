@@ -27,9 +27,13 @@ class FakeConnection:
 
     def __init__(self) -> None:
         self.released = 0
+        self.failed: List[str] = []
 
     def mirror_release(self) -> None:
         self.released += 1
+
+    def mirror_fail(self, reason: str) -> None:
+        self.failed.append(reason)
 
 
 class Side:
@@ -908,3 +912,401 @@ class FailBackTests(MirrorTestCase):
         self.assertEqual(self.a.mirror.dropped_taken, 7)
         self.assertEqual(self.delivered_by(self.a), [])
         self.assertEqual(len(self.delivered_by(self.b)), 7)
+
+
+#: What a held producer is told when the live standbys drop from 1 to 0.
+LOST_ONE = (
+    "mirror: 0 of 1 required standbys live before the standbys acked; "
+    "outcome unknown (stored here, may still be delivered)"
+)
+
+
+class Link:
+    """A route between two Sides over StringTransports, ``dialer`` dialing ``listener``."""
+
+    def __init__(self, dialer: Side, listener: Side, port: int) -> None:
+        if not dialer.dials.pending:
+            dialer.node.start(["nats-route://127.0.0.1:%d" % (port,)])
+        _, _, dial, waiting = dialer.dials.pending.pop(0)
+        self.client = dialer.node.build_protocol(dial)
+        self.server = listener.node.build_protocol(None)
+        self.client_transport, self.server_transport = StringTransport(), StringTransport()
+        self.client.makeConnection(self.client_transport)
+        self.server.makeConnection(self.server_transport)
+        waiting.callback(self.client)
+
+    def move(self, forward: bool = True, back: bool = True) -> None:
+        """Move bytes until quiet: dialer to listener if ``forward``, the other way if ``back``."""
+        while True:
+            moved = False
+            data = self.client_transport.value() if forward else b""
+            if data:
+                self.client_transport.clear()
+                self.server.dataReceived(data)
+                moved = True
+            data = self.server_transport.value() if back else b""
+            if data:
+                self.server_transport.clear()
+                self.client.dataReceived(data)
+                moved = True
+            if not moved:
+                return
+
+
+class MinStandbysTests(MirrorTestCase):
+    """``--mirror-min-standbys=1``: a publish stands on a live standby or fails."""
+
+    def setUp(self) -> None:
+        self.clock = Clock()
+        self.clock.advance(START)
+        self.a = Side(self.clock, "node-a", 7000, topics="^m", failover_timeout=5.0, min_standbys=1)
+        self.b = Side(self.clock, "node-b", 7001, topics="^m", failover_timeout=5.0)
+        self.link = None
+        self.topic = self.a.broker.get_topic("mt")
+        self.channel = self.topic.get_channel("c")
+
+    def assertRefused(self, text: str = "mirror: 0 of 1 required standbys live") -> None:
+        """Every form of publish to the mirrored topic is refused with ``text``, nothing stored."""
+        from txnsq.nsqd.mirror import StandbysUnavailable
+
+        count = self.topic.message_count
+        for publish in (
+            lambda: self.topic.publish(b"x"),
+            lambda: self.topic.publish_many([b"x", b"y"]),
+            lambda: self.topic.publish_deferred(b"x", 1.0),
+        ):
+            with self.assertRaises(StandbysUnavailable) as caught:
+                publish()
+            self.assertEqual(str(caught.exception), text)
+        self.assertEqual(self.topic.message_count, count)
+        self.assertFalse(self.a.mirror.recorder.builder)
+
+    def test_refused_before_storing_without_standby(self) -> None:
+        """With no standby routed, publishes to a mirrored topic are refused before anything is stored; other topics are not."""
+        self.assertRefused()
+        self.assertEqual((self.channel.depth(), self.channel.deferred_count), (0, 0))
+        other = self.a.broker.get_topic("other")
+        other.publish(b"fine")
+        self.assertEqual(other.message_count, 1)
+        stats = self.a.mirror.stats()
+        self.assertEqual(
+            (stats["min_standbys"], stats["publishes_refused"], stats["producers_failed"]), (1, 3, 0)
+        )
+
+    def test_ok_after_standby_acked(self) -> None:
+        """With the standby live, a publish is held until its ack, then released, as without the flag."""
+        self.connect()
+        self.topic.publish(b"x")
+        connection = FakeConnection()
+        self.assertTrue(self.a.mirror.gate(connection))
+        self.assertEqual(connection.released, 0)
+        self.pump()
+        self.assertEqual((connection.released, connection.failed), (1, []))
+        self.assertEqual(self.copy_of_a(), [b"x"])
+
+    def test_held_fails_when_route_drops(self) -> None:
+        """A publish waiting for the ack fails when the route drops: it stays stored here, outcome unknown; the next is refused."""
+        self.connect()
+        self.topic.publish(b"x")
+        connection = FakeConnection()
+        self.assertTrue(self.a.mirror.gate(connection))
+        self.cut()
+        self.assertEqual((connection.released, connection.failed), (0, [LOST_ONE]))
+        self.assertEqual(self.channel.depth(), 1)
+        self.assertEqual(self.a.mirror.stats()["producers_failed"], 1)
+        self.assertRefused()
+
+    def test_fails_at_gate_when_gone_before(self) -> None:
+        """A publish taken while the standby was live, whose output reaches the gate after the route dropped, fails at once."""
+        self.connect()
+        self.topic.publish(b"x")
+        self.cut()
+        connection = FakeConnection()
+        self.assertTrue(self.a.mirror.gate(connection))
+        self.assertEqual((connection.released, connection.failed), (0, [LOST_ONE]))
+
+    def test_publishes_taken_again_when_back(self) -> None:
+        """The standby back, publishes are taken again and held until it acked them."""
+        self.connect()
+        self.cut()
+        self.assertRefused()
+        self.clock.advance(1)
+        self.connect()
+        self.topic.publish(b"back")
+        connection = FakeConnection()
+        self.assertTrue(self.a.mirror.gate(connection))
+        self.pump()
+        self.assertEqual((connection.released, connection.failed), (1, []))
+        self.assertEqual(self.copy_of_a(), [b"back"])
+
+    def test_fewer_than_asked(self) -> None:
+        """Asking for two standbys with one live refuses, naming both counts."""
+        self.a.mirror.min_standbys = 2
+        self.connect()
+        self.assertRefused("mirror: 1 of 2 required standbys live")
+
+    def test_async_refuses_at_publish_only(self) -> None:
+        """In async mode publishes are refused while the standby is away; a producer held past the lag bound is released, not failed."""
+        mirror = self.a.mirror
+        mirror.sync = False
+        self.connect()
+        self.topic.publish(b"x")
+        self.assertFalse(mirror.gate(FakeConnection()))
+        mirror.max_lag_bytes = 0
+        self.topic.publish(b"y")
+        mirror.flush()
+        connection = FakeConnection()
+        self.assertTrue(mirror.gate(connection))
+        self.cut()
+        self.assertEqual((connection.released, connection.failed), (1, []))
+        self.assertRefused()
+
+    def test_stopping_fails_held(self) -> None:
+        """A node stopping fails the producers still waiting for acks."""
+        self.connect()
+        self.topic.publish(b"x")
+        connection = FakeConnection()
+        self.assertTrue(self.a.mirror.gate(connection))
+        self.a.mirror.stop()
+        self.assertEqual(
+            connection.failed,
+            [
+                "mirror: stopping before the standbys acked; "
+                "outcome unknown (stored here, may still be delivered)"
+            ],
+        )
+
+    def test_new_peer_counts_after_its_catch_up(self) -> None:
+        """
+        A publish waiting when a second standby comes counts that one only
+        once it has applied the catch-up carrying the message: the first
+        one dropping meanwhile leaves it waiting, not released.
+        """
+        self.connect()
+        self.topic.publish(b"x")
+        connection = FakeConnection()
+        self.assertTrue(self.a.mirror.gate(connection))
+        # Not acked by b; then c comes: a hears c, c's acks are not read yet.
+        c = Side(self.clock, "node-c", 7002, topics="^m", failover_timeout=5.0)
+        link = Link(c, self.a, 7000)
+        # a's INFO to c; c's CONNECT and INFO to a (a routes c, sends its
+        # catch-up); the catch-up to c, whose acks stay unread.
+        link.move(forward=False, back=True)
+        link.move(forward=True, back=False)
+        link.move(forward=False, back=True)
+        self.assertEqual(len(self.a.mirror.peers), 2)
+        self.cut()
+        self.assertEqual((connection.released, connection.failed), (0, []))
+        link.move()
+        self.clock.advance(0)
+        link.move()
+        self.assertEqual((connection.released, connection.failed), (1, []))
+        copy = c.mirror.copies["node-a"].topics["mt"]
+        self.assertEqual([decode(data).body for data in copy.channels["c"].values()], [b"x"])
+
+
+class MinStandbysHeartbeatTests(MirrorTestCase):
+    """``--mirror-min-standbys=1`` with the heartbeat: a silent standby is not live."""
+
+    def setUp(self) -> None:
+        self.clock = Clock()
+        self.clock.advance(START)
+        beat = {"topics": "^m", "failover_timeout": 5.0, "heartbeat": (1.0, 3.0)}
+        self.a = Side(self.clock, "node-a", 7000, min_standbys=1, **beat)
+        self.b = Side(self.clock, "node-b", 7001, **beat)
+        self.link = None
+        self.connect()
+
+    def beat(self, seconds: int) -> None:
+        """Let ``seconds`` pass, one second at a time, bytes moved each second."""
+        for _ in range(seconds):
+            self.clock.advance(1.0)
+            self.pump()
+
+    def test_held_fails_when_standby_silent(self) -> None:
+        """A publish waiting for a standby that falls silent (route open) fails after the silence limit; heard again, publishes are taken."""
+        from txnsq.nsqd.mirror import StandbysUnavailable
+
+        topic = self.a.broker.get_topic("mt")
+        topic.publish(b"one")
+        connection = FakeConnection()
+        self.assertTrue(self.a.mirror.gate(connection))
+        assert self.link is not None
+        client, client_transport, server, server_transport = self.link
+        # b hangs: a's bytes pile up unread, b sends nothing.
+        for _ in range(4):
+            self.clock.advance(1.0)
+            client_transport.clear()
+            server_transport.clear()
+        self.assertEqual(self.a.mirror.silences, 1)
+        self.assertEqual((connection.released, connection.failed), (0, [LOST_ONE]))
+        self.assertRaises(StandbysUnavailable, topic.publish, b"two")
+        self.beat(3)
+        self.assertEqual(len(self.a.mirror.peers), 1)
+        topic.publish(b"three")
+        self.assertEqual(topic.message_count, 2)
+
+
+class KnownLossTests(MirrorTestCase):
+    """
+    The loss seen in the fault lab, at unit level: a primary and its
+    standby, ``sync``, the route cut for longer than the failover timeout
+    while a producer publishes over TCP, then the primary's host lost.
+    With ``--mirror-min-standbys=1`` every publish acknowledged is on the
+    standby; with 0, those acknowledged during the cut are on the
+    primary alone.
+    """
+
+    def setUp(self) -> None:
+        self.clock = Clock()
+        self.clock.advance(START)
+        self.link = None
+
+    def start(self, min_standbys: int) -> None:
+        from txnsq.nsqd.broker import Broker
+        from txnsq.nsqd.options import NSQDOptions
+        from txnsq.nsqd.tcp import NSQDFactory
+        from txnsq.storage.memory import MemoryStorage
+
+        # A broker with nsqd's options: a V2 connection reads them.
+        broker = Broker(NSQDOptions(storage="memory", node_id=1), self.clock, MemoryStorage())
+        self.a = Side(
+            self.clock, "node-a", 7000, broker, topics="^m", failover_timeout=5.0, min_standbys=min_standbys
+        )
+        self.b = Side(self.clock, "node-b", 7001, topics="^m", failover_timeout=5.0)
+        self.a.broker.get_topic("mt").get_channel("c")
+        self.factory = NSQDFactory(self.a.broker, self.clock)
+        self.connect()
+
+    def publish(self, body: bytes) -> bool:
+        """PUB ``body`` from a new producer connection; whether it was answered OK."""
+        from tests.test_tcp import ERROR, OK, Client, frame, pub
+
+        producer = Client(self.factory, 40000)
+        producer.send(b"  V2" + pub(b"mt", body))
+        if self.link is not None:
+            self.pump()
+        answer = producer.raw()
+        if answer == OK:
+            return True
+        refused = b"E_PUB_FAILED PUB failed mirror: 0 of 1 required standbys live"
+        self.assertEqual(answer, frame(ERROR, refused))
+        self.assertTrue(producer.closed)
+        return False
+
+    def on_standby(self) -> List[bytes]:
+        """The bodies of node-a's messages the standby holds: its copy, or (taken over) its channel."""
+        from txnsq.nsqd.mirror import channel_snapshot
+
+        found: List[bytes] = []
+        copy = self.b.mirror.copies.get("node-a")
+        if copy is not None and "mt" in copy.topics:
+            found.extend(decode(data).body for data in copy.topics["mt"].channels.get("c", {}).values())
+        topic = self.b.broker.topics.get("mt")
+        if topic is not None and "c" in topic.channels:
+            found.extend(decode(data).body for data in channel_snapshot(topic.channels["c"])[0])
+        return found
+
+    def run_cut(self) -> Tuple[List[bytes], List[bytes]]:
+        """Publish every half second: 2 s routed, 8 s cut (past the 5 s failover); what was acknowledged before and during the cut."""
+        before: List[bytes] = []
+        during: List[bytes] = []
+        for number in range(4):
+            body = b"before-%d" % (number,)
+            if self.publish(body):
+                before.append(body)
+            self.clock.advance(0.5)
+        self.cut()
+        for number in range(16):
+            body = b"during-%d" % (number,)
+            if self.publish(body):
+                during.append(body)
+            self.clock.advance(0.5)
+        self.assertEqual(self.b.mirror.taken_over[0]["reason"], "unreachable")
+        return before, during
+
+    def test_nothing_acknowledged_alone(self) -> None:
+        """With --mirror-min-standbys=1 no publish is acknowledged while the standby is unreachable: every acknowledged one survives the primary's loss."""
+        self.start(1)
+        before, during = self.run_cut()
+        self.assertEqual(len(before), 4)
+        self.assertEqual(during, [])
+        # The primary's host is lost now: what was acknowledged is on b.
+        self.assertEqual(sorted(self.on_standby()), sorted(before))
+        stats = self.a.mirror.stats()
+        self.assertEqual(stats["publishes_refused"], 16)
+        self.assertEqual(self.a.broker.topics["mt"].message_count, 4)
+
+    def test_zero_acknowledges_alone(self) -> None:
+        """With --mirror-min-standbys=0 (the default) the primary goes on acknowledging alone, and those publishes are not on the standby."""
+        self.start(0)
+        before, during = self.run_cut()
+        self.assertEqual((len(before), len(during)), (4, 16))
+        self.assertEqual(sorted(self.on_standby()), sorted(before))
+        self.assertEqual(self.a.mirror.stats()["publishes_refused"], 0)
+
+    def test_publish_in_flight_at_the_cut(self) -> None:
+        """A PUB whose OK waits for the standby's ack when the route is cut gets E_PUB_FAILED saying its outcome is unknown, and the connection closes."""
+        from tests.test_tcp import ERROR, Client, frame, pub
+
+        self.start(1)
+        producer = Client(self.factory, 40000)
+        producer.send(b"  V2" + pub(b"mt", b"x"))
+        self.assertEqual(producer.raw(), b"")
+        self.cut()
+        self.assertEqual(
+            producer.raw(),
+            frame(
+                ERROR,
+                b"E_PUB_FAILED PUB failed mirror: 0 of 1 required standbys live before the "
+                b"standbys acked; outcome unknown (stored here, may still be delivered)",
+            ),
+        )
+        self.assertTrue(producer.closed)
+        self.assertEqual(self.a.broker.topics["mt"].channels["c"].depth(), 1)
+
+    def test_metaq_put(self) -> None:
+        """A MetaQ put to a retained, mirrored topic: refused 503 with no standby (nothing stored), answered once the standby acked, 503 when it goes first."""
+        import os
+
+        from tests.test_metaq_server import Client as MetaqClient
+        from txnsq.metaq.backend import BrokerMetaqBackend
+        from txnsq.metaq.server import MetaqFactory
+        from txnsq.nsqd.retention import RetentionSettings
+
+        self.start(1)
+        directory = self.mktemp()
+        os.makedirs(directory)
+        self.a.broker.options.data_path = directory
+        topic = self.a.broker.get_topic("mt")
+        topic.set_retention(RetentionSettings(1 << 20, 0.0, 1))
+        self.addCleanup(self.a.broker.close)
+        backend = BrokerMetaqBackend(self.a.broker, "v")
+        client = MetaqClient(MetaqFactory(backend, self.clock, 1024, mirror_gate=backend.mirror_gate))
+        # Routed: the reply waits for b's ack.
+        self.assertEqual(client.send(b"put mt 0 3 0 1\r\none"), [])
+        self.pump()
+        [reply] = client.replies()
+        self.assertEqual((reply.code, reply.opaque), (200, 1))
+        # Waiting when the route goes: 503, stored, outcome unknown.
+        self.assertEqual(client.send(b"put mt 0 3 0 2\r\ntwo"), [])
+        self.cut()
+        [reply] = client.replies()
+        self.assertEqual(
+            (reply.code, reply.body, reply.opaque),
+            (
+                503,
+                b"put: mirror: 0 of 1 required standbys live before the standbys acked; "
+                b"outcome unknown (stored here, may still be delivered)",
+                2,
+            ),
+        )
+        # No standby: refused before storing, and the connection goes on.
+        [reply] = client.send(b"put mt 0 5 0 3\r\nthree")
+        self.assertEqual(
+            (reply.code, reply.body, reply.opaque), (503, b"put: mirror: 0 of 1 required standbys live", 3)
+        )
+        self.assertEqual(topic.message_count, 2)
+        assert topic.retention is not None
+        self.assertEqual(topic.retention.log.partitions[0].next_offset, 2 * 23)
+        self.assertFalse(client.closed)

@@ -7,6 +7,7 @@ from typing import Any
 
 from twisted.trial.unittest import SynchronousTestCase
 
+from txnsq.cli import FlagError
 from txnsq.cluster.options import parse_route_url, route_urls
 from txnsq.nsqd.flags import parse_nsqd_args
 from txnsq.nsqd.options import NSQDOptions
@@ -75,3 +76,53 @@ class ClusterFlagTests(SynchronousTestCase):
         """Route URLs give scheme, host and port; lists split on commas."""
         self.assertEqual(parse_route_url("nats-route://127.0.0.1:6222/"), ("nats-route", "127.0.0.1", 6222))
         self.assertEqual(route_urls(["a, b", "c"]), ["a", "b", "c"])
+
+
+class MinStandbysOptionTests(SynchronousTestCase):
+    """``--mirror-min-standbys``: parsed, checked, off by default."""
+
+    def assertInvalid(self, text: str, **changes: Any) -> None:
+        with self.assertRaises(ValueError) as caught:
+            valid(**changes).validate()
+        self.assertIn(text, str(caught.exception))
+
+    def test_default_off(self) -> None:
+        """The default is 0 (no standby asked for), valid without routes."""
+        options = NSQDOptions()
+        options.validate()
+        self.assertEqual(options.mirror_min_standbys, 0)
+
+    def test_parse(self) -> None:
+        """The flag, in Go's spelling, lands on mirror_min_standbys as an integer."""
+        options = parse_nsqd_args(
+            ["--cluster-name=c1", "--routes=nats-route://a:1", "--mirror-min-standbys=2"]
+        )
+        options.validate()
+        self.assertEqual(options.mirror_min_standbys, 2)
+
+    def test_with_either_ack(self) -> None:
+        """Any count >= 0 is accepted with sync and with async (async refuses at publish time only)."""
+        for ack in ("sync", "async"):
+            for count in (0, 1, 3):
+                valid(
+                    cluster_name="c1",
+                    routes=["nats-route://a:1"],
+                    mirror_ack=ack,
+                    mirror_min_standbys=count,
+                ).validate()
+
+    def test_invalid(self) -> None:
+        """A negative count, a value not an integer, or a count without routes is refused with the flag's name."""
+        routed: Any = {"cluster_name": "c1", "routes": ["nats-route://a:1"]}
+        for value, shown in ((-1, "-1"), ("1", "'1'"), (1.5, "1.5"), (True, "True")):
+            self.assertInvalid(
+                "--mirror-min-standbys must be an integer >= 0 (%s)" % (shown,),
+                mirror_min_standbys=value,
+                **routed,
+            )
+        self.assertInvalid(
+            "--mirror-min-standbys needs --cluster-address or --routes", mirror_min_standbys=1
+        )
+        with self.assertRaises(FlagError) as caught:
+            parse_nsqd_args(["--mirror-min-standbys=x"])
+        self.assertIn("-mirror-min-standbys", str(caught.exception))

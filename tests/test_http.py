@@ -505,6 +505,58 @@ class TopicTests(HTTPTestCase):
             self.assertEqual(self.successResultOf(response.content()), b"OK")
         self.assertOK(self.post("/pub?topic=plain", b"x"))
 
+    def test_pub_refused_without_standbys(self) -> None:
+        """/pub and /mpub to a mirrored topic short of --mirror-min-standbys are 503 MIRROR_STANDBYS_UNAVAILABLE, nothing stored."""
+        from txnsq.nsqd.mirror import MirrorRecorder
+
+        recorder = MirrorRecorder(lambda: None, lambda: None)
+        recorder.refusing = "mirror: 0 of 1 required standbys live"
+        topic = self.broker.get_topic("m")
+        topic.mirror = recorder
+        for path in ("/pub?topic=m", "/pub?topic=m&defer=100", "/mpub?topic=m"):
+            self.assertError(self.post(path, b"x"), 503, "MIRROR_STANDBYS_UNAVAILABLE")
+        self.assertEqual(topic.message_count, 0)
+        self.assertEqual(recorder.refused, 3)
+
+    def test_pub_fails_when_standbys_lost(self) -> None:
+        """A /pub or /mpub waiting at the mirror gate that the mirror fails is 503 MIRROR_STANDBYS_LOST_OUTCOME_UNKNOWN; the message stays stored."""
+        from txnsq.nsqd.mirror import MirrorRecorder
+
+        held: List[Any] = []
+
+        def gate(waiter: Any) -> bool:
+            held.append(waiter)
+            return True
+
+        self.broker.mirror_gate = gate
+        topic = self.broker.get_topic("m")
+        topic.mirror = MirrorRecorder(lambda: None, lambda: None)
+        for path in ("/pub?topic=m", "/mpub?topic=m"):
+            answered = self.client.request("POST", "http://nsqd" + path, data=b"x")
+            self.client.flush()
+            self.assertNoResult(answered)
+            held.pop().mirror_fail("mirror: gone")
+            self.client.flush()
+            response = self.successResultOf(answered)
+            self.assertEqual(response.code, 503)
+            self.assertEqual(
+                self.successResultOf(response.content()),
+                b'{"message":"MIRROR_STANDBYS_LOST_OUTCOME_UNKNOWN"}',
+            )
+        self.assertEqual(topic.message_count, 2)
+
+    def test_pub_fails_at_once_at_gate(self) -> None:
+        """A gate that fails the publish as it is asked answers 503 at once."""
+        from txnsq.nsqd.mirror import MirrorRecorder
+
+        def gate(waiter: Any) -> bool:
+            waiter.mirror_fail("mirror: gone")
+            return True
+
+        self.broker.mirror_gate = gate
+        self.broker.get_topic("m").mirror = MirrorRecorder(lambda: None, lambda: None)
+        self.assertError(self.post("/pub?topic=m", b"x"), 503, "MIRROR_STANDBYS_LOST_OUTCOME_UNKNOWN")
+
 
 class ChannelTests(HTTPTestCase):
     """POST /channel/{create,delete,empty,pause,unpause}."""
@@ -696,6 +748,16 @@ class ConfigTests(HTTPTestCase):
                 self.assertIn(flag.name.replace("-", "_"), attributes, flag.name)
         for name in CONFIG_OPTIONS:
             self.assertEqual(self.get_config(name).code, 200, name)
+
+    def test_mirror_settings(self) -> None:
+        """The mirror's settings come by their flag names: mirror_ack as text, mirror_min_standbys as an integer."""
+        self.assertEqual(self.get_config("mirror_ack").body, b"sync")
+        self.assertEqual(self.get_config("mirror_min_standbys").json(), 0)
+        self.build(mirror_min_standbys=2)
+        reply = self.get_config("mirror_min_standbys")
+        self.assertEqual((reply.code, reply.json()), (200, 2))
+        self.assertEqual(reply.header("Content-Type"), JSON)
+        self.assertError(self.put("mirror_min_standbys", b"1"), 400, "INVALID_OPTION")
 
     def test_unknown(self) -> None:
         """Unknown names, and flag names where Go's config name differs, are 400 INVALID_OPTION."""

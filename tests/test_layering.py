@@ -1,8 +1,8 @@
 """
-Tests of the import picture (the layers of DESIGN.md): the sans-IO protocol
-package imports no Twisted and nothing of txnsq outside itself, and neither
-the broker core nor storage reaches the command line or an adapter, directly
-or through what they import.  Imports are read from the source (every
+Tests of the import picture (the layers of docs/design.md): the sans-IO
+protocol package imports no Twisted and nothing of txnsq outside itself,
+and neither the broker core nor storage reaches the command line or an
+adapter, directly or through what they import.  Imports are read from the source (every
 ``import`` statement, those inside functions included), not executed.
 """
 
@@ -18,7 +18,7 @@ import txnsq
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(txnsq.__file__))
 
-#: The broker core (DESIGN.md's "core" layer): plain objects, no IO.
+#: The broker core (the "core" layer of docs/design.md): plain objects, no IO.
 CORE = [
     "txnsq.nsqd.broker",
     "txnsq.nsqd.channel",

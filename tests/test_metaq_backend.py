@@ -43,6 +43,7 @@ class RetainedBroker:
         self.topics: Dict[str, Any] = {"plain": object()}
         self.logs: Dict[str, TopicLog] = {}
         self.barrier: Any = None
+        self.mirror_gate: Any = None
         self.error: Optional[BaseException] = None
         self.ids = 0
 
@@ -117,6 +118,41 @@ class BrokerMetaqBackendTests(SynchronousTestCase):
             with self.assertRaises(MetaqRefused) as caught:
                 self.backend.put("orders", 9, 0, b"abc")
             self.assertEqual(caught.exception.code, code)
+
+    def test_put_refused_by_mirror(self) -> None:
+        """A mirrored topic short of --mirror-min-standbys is 503 with the reason, not 500."""
+        from txnsq.nsqd.mirror import StandbysUnavailable
+
+        self.broker.error = StandbysUnavailable("mirror: 0 of 1 required standbys live")
+        with self.assertRaises(MetaqRefused) as caught:
+            self.backend.put("orders", 0, 0, b"abc")
+        self.assertEqual(
+            (caught.exception.code, caught.exception.message),
+            (503, "put: mirror: 0 of 1 required standbys live"),
+        )
+
+    def test_mirror_gate(self) -> None:
+        """mirror_gate asks the broker's gate for a mirrored topic only."""
+        asked: List[Any] = []
+
+        def gate(waiter: Any) -> bool:
+            asked.append(waiter)
+            return True
+
+        self.assertFalse(self.backend.mirror_gate("orders", object()))
+        self.broker.mirror_gate = gate
+        self.assertFalse(self.backend.mirror_gate("orders", object()))
+
+        class Topic:
+            mirror: Any = None
+
+        self.broker.topics["unmirrored"] = Topic()
+        self.assertFalse(self.backend.mirror_gate("unmirrored", object()))
+        self.broker.topics["mt"] = mirrored = Topic()
+        mirrored.mirror = object()
+        waiter = object()
+        self.assertTrue(self.backend.mirror_gate("mt", waiter))
+        self.assertEqual(asked, [waiter])
 
     def test_put_any_partition(self) -> None:
         """A put to partition -1 creates the topic in partition 0, then goes to the partitions in turn."""

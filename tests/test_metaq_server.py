@@ -468,6 +468,75 @@ class FakeBackendTests(SynchronousTestCase):
         self.assertEqual(len(self.factory.connections), 0)
 
 
+class MirrorGateTests(SynchronousTestCase):
+    """Puts whose reply waits for the mirror (``--mirror-min-standbys``), through the factory's gate."""
+
+    def setUp(self) -> None:
+        self.backend = FakeBackend()
+        self.held: List[Any] = []
+        self.asked: List[str] = []
+        self.fail_now: Optional[str] = None
+        self.factory = MetaqFactory(self.backend, Clock(), 1024, mirror_gate=self.gate)
+        self.client = Client(self.factory)
+
+    def gate(self, topic: str, waiter: Any) -> bool:
+        self.asked.append(topic)
+        if self.fail_now is not None:
+            waiter.mirror_fail(self.fail_now)
+            return True
+        if topic.startswith("m"):
+            self.held.append(waiter)
+            return True
+        return False
+
+    def test_reply_waits_for_release(self) -> None:
+        """A put the gate holds is answered on release; requests after it wait, reading paused, and are answered in order."""
+        self.assertEqual(self.client.send(b"put mt 0 1 0 4\r\na"), [])
+        self.assertEqual(self.client.transport.producerState, "paused")
+        self.assertEqual(self.client.send(b"version 5\r\nput other 0 1 0 6\r\nb"), [])
+        self.held[0].mirror_release()
+        replies = self.client.replies()
+        self.assertEqual([(r.code, r.opaque) for r in replies], [(200, 4), (200, 5), (200, 6)])
+        self.assertEqual(replies[0], result(200, b"-5 0 40", 4))
+        self.assertEqual(self.client.transport.producerState, "producing")
+        self.assertEqual(self.asked, ["mt", "other"])
+
+    def test_reply_failed(self) -> None:
+        """A put the mirror fails is answered 503 with the reason; the connection goes on."""
+        self.client.send(b"put mt 0 1 0 4\r\na")
+        self.held[0].mirror_fail("mirror: gone; outcome unknown")
+        self.assertEqual(self.client.replies(), [result(503, b"put: mirror: gone; outcome unknown", 4)])
+        self.assertEqual(self.client.one(b"version 5\r\n").code, 200)
+        self.assertFalse(self.client.closed)
+
+    def test_failed_at_once(self) -> None:
+        """A gate failing the put as it is asked answers 503 at once, and the next request runs."""
+        self.fail_now = "mirror: gone"
+        replies = self.client.send(b"put mt 0 1 0 4\r\naversion 5\r\n")
+        self.assertEqual([(r.code, r.opaque) for r in replies], [(503, 4), (200, 5)])
+        self.assertEqual(self.client.transport.producerState, "producing")
+
+    def test_refused_put_not_gated(self) -> None:
+        """A put the backend refused is answered at once, the gate not asked."""
+        self.backend.error = MetaqRefused(503, "put: mirror: 0 of 1 required standbys live")
+        self.assertEqual(
+            self.client.one(b"put mt 0 1 0 4\r\na"), result(503, b"put: mirror: 0 of 1 required standbys live", 4)
+        )
+        self.assertEqual(self.asked, [])
+
+    def test_release_after_close(self) -> None:
+        """A release after the connection closed writes nothing."""
+        self.client.send(b"put mt 0 1 0 4\r\na")
+        self.client.protocol.connectionLost(Failure(Exception("gone")))
+        self.held[0].mirror_release()
+        self.assertEqual(self.client.transport.value(), b"")
+
+    def test_no_gate_by_default(self) -> None:
+        """Without a gate (--mirror-min-standbys=0) a put is answered at once."""
+        client = Client(MetaqFactory(self.backend, Clock(), 1024))
+        self.assertEqual(client.one(b"put mt 0 1 0 4\r\na").code, 200)
+
+
 class FakeAuth:
     """An auth client whose answers the test gives."""
 

@@ -22,6 +22,7 @@ from txnsq.nsqd.mirror import (
     holds_messages,
     topic_snapshot,
 )
+from txnsq.nsqd.topic import PublishError
 from txnsq.protocol.message import encode_message
 from txnsq.protocol.mirror import (
     OP_CHANNEL_CREATE,
@@ -92,6 +93,67 @@ class RecorderTests(SynchronousTestCase):
         self.topic.publish(b"x" * 300000)
         self.topic.publish(b"y")
         self.assertEqual(self.full, [1])
+
+
+class RefusalTests(SynchronousTestCase):
+    """A recorder refusing publishes (``--mirror-min-standbys``): the topic stores nothing."""
+
+    def setUp(self) -> None:
+        self.recorder = MirrorRecorder(lambda: None, lambda: None)
+        self.recorder.live = True
+        self.recorder.refusing = "mirror: 0 of 1 required standbys live"
+        self.broker = make_broker()
+        self.topic = self.broker.get_topic("t")
+        self.topic.mirror = self.recorder
+
+    def test_every_publish_refused(self) -> None:
+        """PUB, MPUB and DPUB (deferred or not) raise StandbysUnavailable with the reason, before anything is stored; each is counted."""
+        channel = self.topic.get_channel("c")
+        for publish in (
+            lambda: self.topic.publish(b"x"),
+            lambda: self.topic.publish_many([b"x", b"y"]),
+            lambda: self.topic.publish_deferred(b"x", 2.0),
+            lambda: self.topic.publish_deferred(b"x", 0.0),
+        ):
+            with self.assertRaises(mirror.StandbysUnavailable) as caught:
+                publish()
+            self.assertEqual(str(caught.exception), "mirror: 0 of 1 required standbys live")
+        self.assertIsInstance(caught.exception, PublishError)
+        self.assertEqual(self.recorder.refused, 4)
+        self.assertEqual((self.topic.message_count, channel.depth(), channel.deferred_count), (0, 0, 0))
+        self.assertFalse(self.recorder.builder)
+
+    def test_without_channel(self) -> None:
+        """A topic with no channel yet refuses as well: nothing held."""
+        self.assertRaises(mirror.StandbysUnavailable, self.topic.publish, b"x")
+        self.assertEqual(self.topic.depth(), 0)
+
+    def test_retained_record_refused(self) -> None:
+        """A MetaQ record to a retained, mirrored topic is refused before the log is written."""
+        import os
+
+        from txnsq.nsqd.retention import RetentionSettings
+        from txnsq.storage.memory import MemoryStorage
+
+        directory = self.mktemp()
+        os.makedirs(directory)
+        broker = make_broker(storage=MemoryStorage(), data_path=directory, sync_every=1, sync_timeout=2.0)
+        self.addCleanup(broker.close)
+        topic = broker.get_topic("t")
+        topic.set_retention(RetentionSettings(1 << 20, 0.0, 1))
+        topic.mirror = self.recorder
+        self.assertRaises(mirror.StandbysUnavailable, topic.publish_record, 0, 0, b"x")
+        assert topic.retention is not None
+        self.assertEqual(topic.retention.log.partitions[0].next_offset, 0)
+        self.assertEqual(topic.message_count, 0)
+
+    def test_taken_again(self) -> None:
+        """With the refusal lifted, publishes are taken and recorded."""
+        self.recorder.refusing = None
+        self.topic.publish(b"x")
+        self.assertEqual(self.topic.message_count, 1)
+        self.assertTrue(self.recorder.builder)
+        self.assertEqual(self.recorder.refused, 0)
 
 
 class TopicCopyTests(SynchronousTestCase):

@@ -437,6 +437,22 @@ class ConstructionTests(SynchronousTestCase):
         self.assertIsInstance(service.metaq_factory, MetaqFactory)
         self.assertIsNone(NSQDService(self.options(), Clock(), storage="memory").metaq_listener)
 
+    def test_metaq_mirror_gate(self) -> None:
+        """The MetaQ listener's puts wait for the mirror only with --mirror-min-standbys."""
+        from tests.endpoint_fakes import RecordingEndpoint
+
+        service = NSQDService(self.options(), Clock(), storage="memory", metaq_endpoint=RecordingEndpoint(4153))
+        assert service.metaq_factory is not None
+        self.assertIsNone(service.metaq_factory.mirror_gate)
+        options = self.options(
+            "--cluster-name=c1", "--routes=nats-route://127.0.0.1:1", "--mirror-min-standbys=1"
+        )
+        options.validate()
+        service = NSQDService(options, Clock(), storage="memory", metaq_endpoint=RecordingEndpoint(4153))
+        assert service.metaq_factory is not None and service.cluster is not None
+        self.assertIsNotNone(service.metaq_factory.mirror_gate)
+        self.assertEqual(service.cluster.mirror.min_standbys, 1)
+
     def test_open_data_early(self) -> None:
         """open_data takes the lock and nsqd.dat before starting, once; a second nsqd on the path is refused."""
         from txnsq.nsqd.data_path_lock import DataPathError

@@ -99,6 +99,7 @@ GO_FLAG_NAMES = [
     "mirror-topics",
     "mirror-ack",
     "mirror-failover-timeout",
+    "mirror-min-standbys",
 ]
 
 
@@ -184,6 +185,7 @@ class DefaultsTests(SynchronousTestCase):
             "mirror_topics": "",
             "mirror_ack": "sync",
             "mirror_failover_timeout": 10.0,
+            "mirror_min_standbys": 0,
             "client_timeout": 60.0,
             "queue_scan_interval": 0.1,
             "queue_scan_refresh_interval": 5.0,

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import struct
-from typing import Any, List, Tuple
+from typing import Any, List, Optional, Tuple
 
 from twisted.internet.address import IPv4Address
 from twisted.internet.defer import Deferred
@@ -1232,22 +1232,30 @@ class BarrierTests(ProtocolTestCase):
         self.assertIsNone(self.broker.barrier)
 
 
-class MirrorGateTests(ProtocolTestCase):
-    """A publish to a mirrored topic asks the broker's mirror gate before its OK leaves."""
+class MirrorGateCase(ProtocolTestCase):
+    """A broker whose mirror gate the test drives, and a mirrored topic ``m``."""
 
     def setUp(self) -> None:
         ProtocolTestCase.setUp(self)
         self.held: List[Any] = []
         self.broker.mirror_gate = self.gate
         self.hold = True
+        self.fail_now: Optional[str] = None
         from txnsq.nsqd.mirror import MirrorRecorder
 
         self.broker.get_topic("m").mirror = MirrorRecorder(lambda: None, lambda: None)
 
     def gate(self, connection: Any) -> bool:
+        if self.fail_now is not None:
+            connection.mirror_fail(self.fail_now)
+            return True
         if self.hold:
             self.held.append(connection)
         return self.hold
+
+
+class MirrorGateTests(MirrorGateCase):
+    """A publish to a mirrored topic asks the broker's mirror gate before its OK leaves."""
 
     def test_ok_held_until_release(self) -> None:
         """The OKs of PUB, MPUB and DPUB wait for the release; reading is not paused while nothing more comes."""
@@ -1298,3 +1306,108 @@ class MirrorGateTests(ProtocolTestCase):
         producer.lose()
         self.held[0].mirror_release()
         self.assertEqual(producer.raw(), b"")
+
+
+#: A mirrored topic's refusal with no standby live (--mirror-min-standbys=1).
+NO_STANDBY = b"mirror: 0 of 1 required standbys live"
+
+
+class MirrorFailTests(MirrorGateCase):
+    """``--mirror-min-standbys``: publishes to a mirrored topic refused, or failed at the gate."""
+
+    def dpub(self, topic: bytes, body: bytes) -> bytes:
+        return b"DPUB " + topic + b" 1000\n" + struct.pack(">i", len(body)) + body
+
+    def test_fail_replaces_unconfirmed_ok(self) -> None:
+        """A held PUB the mirror fails is answered E_PUB_FAILED with the mirror's reason and the connection closes; the message stays stored."""
+        producer = self.connect()
+        producer.send(pub(b"m", b"x"))
+        self.held[0].mirror_fail("why")
+        self.assertEqual(producer.raw(), frame(ERROR, b"E_PUB_FAILED PUB failed why"))
+        self.assertTrue(producer.closed)
+        self.assertEqual(self.broker.get_topic("m").message_count, 1)
+
+    def test_fail_names_the_command(self) -> None:
+        """The error is the first unconfirmed publish's: E_MPUB_FAILED for MPUB, E_DPUB_FAILED for DPUB."""
+        for command, code in (
+            (mpub(b"m", [b"a", b"b"]), b"E_MPUB_FAILED MPUB"),
+            (self.dpub(b"m", b"x"), b"E_DPUB_FAILED DPUB"),
+        ):
+            producer = self.connect()
+            producer.send(command + pub(b"m", b"y"))
+            self.held.pop().mirror_fail("why")
+            self.assertEqual(producer.raw(), frame(ERROR, code + b" failed why"))
+            self.assertTrue(producer.closed)
+
+    def test_output_before_is_written(self) -> None:
+        """What was answered before the first unconfirmed publish (a PUB to another topic) is written before the error."""
+        producer = self.connect()
+        producer.send(pub(b"plain", b"x") + pub(b"m", b"y") + pub(b"plain", b"z"))
+        self.held[0].mirror_fail("why")
+        self.assertEqual(producer.raw(), OK + frame(ERROR, b"E_PUB_FAILED PUB failed why"))
+
+    def test_confirmed_while_held_written(self) -> None:
+        """Answers confirmed by a first release are written, those held again after it are replaced by the error."""
+        producer = self.connect()
+        producer.send(identify(output_buffer_size=64))
+        self.assertEqual(producer.raw(), OK)
+        # Seven OKs (70 bytes) pass the buffer: held; three more come meanwhile.
+        producer.send(b"".join(mpub(b"m", [b"%d" % (n,)]) for n in range(10)))
+        self.assertEqual(len(self.held), 1)
+        self.held[0].mirror_release()
+        self.assertEqual(producer.raw(), b"")
+        self.assertEqual(len(self.held), 2)
+        self.held[1].mirror_fail("why")
+        self.assertEqual(producer.raw(), OK * 7 + frame(ERROR, b"E_MPUB_FAILED MPUB failed why"))
+
+    def test_input_held_dropped(self) -> None:
+        """Commands read while held do not run when the mirror fails the connection."""
+        producer = self.connect()
+        producer.send(pub(b"m", b"x"))
+        producer.send(pub(b"plain", b"y"))
+        self.held[0].mirror_fail("why")
+        self.assertEqual(self.broker.get_topic("plain").message_count, 0)
+        self.assertEqual(producer.raw(), frame(ERROR, b"E_PUB_FAILED PUB failed why"))
+
+    def test_gate_fails_at_once(self) -> None:
+        """A gate failing the connection as it is asked (the standbys went before the output left) answers the error at once."""
+        self.fail_now = "gone"
+        producer = self.connect()
+        producer.send(pub(b"m", b"x"))
+        self.assertEqual(producer.raw(), frame(ERROR, b"E_PUB_FAILED PUB failed gone"))
+        self.assertTrue(producer.closed)
+        self.assertFalse(producer.protocol._mirror_held)
+
+    def test_fail_after_close(self) -> None:
+        """A failure after the connection closed writes nothing."""
+        producer = self.connect()
+        producer.send(pub(b"m", b"x"))
+        producer.lose()
+        self.held[0].mirror_fail("why")
+        self.assertEqual(producer.raw(), b"")
+
+    def test_refused_before_storing(self) -> None:
+        """With too few standbys live, PUB, MPUB and DPUB are refused with Go's fatal codes naming the cause; nothing is stored, the gate is not asked."""
+        recorder = self.broker.get_topic("m").mirror
+        recorder.refusing = NO_STANDBY.decode()
+        for command, code in (
+            (pub(b"m", b"x"), b"E_PUB_FAILED PUB"),
+            (mpub(b"m", [b"a", b"b"]), b"E_MPUB_FAILED MPUB"),
+            (self.dpub(b"m", b"x"), b"E_DPUB_FAILED DPUB"),
+        ):
+            producer = self.connect()
+            producer.send(command)
+            self.assertEqual(producer.raw(), frame(ERROR, code + b" failed " + NO_STANDBY))
+            self.assertTrue(producer.closed)
+        self.assertEqual(self.broker.get_topic("m").message_count, 0)
+        self.assertEqual(self.held, [])
+        self.assertEqual(recorder.refused, 3)
+
+    def test_refused_run(self) -> None:
+        """Pipelined PUBs to a refusing topic get one error after the OKs of what came before, counted once."""
+        recorder = self.broker.get_topic("m").mirror
+        recorder.refusing = NO_STANDBY.decode()
+        producer = self.connect()
+        producer.send(pub(b"plain", b"a") + pub(b"m", b"x") + pub(b"m", b"y"))
+        self.assertEqual(producer.raw(), OK + frame(ERROR, b"E_PUB_FAILED PUB failed " + NO_STANDBY))
+        self.assertEqual(recorder.refused, 1)

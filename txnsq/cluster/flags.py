@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, List
 
-from txnsq.cli import DURATION, STRING, STRING_LIST, Flag
+from txnsq.cli import DURATION, INT, STRING, STRING_LIST, Flag
 
 __all__ = ["cluster_flags"]
 
@@ -109,5 +109,13 @@ def cluster_flags(o: Any) -> List[Flag]:
             o.mirror_failover_timeout,
             "how long a node's route may be down before its mirrored messages "
             "are delivered by its standby (txnsq)",
+        ),
+        Flag(
+            "mirror-min-standbys",
+            INT,
+            o.mirror_min_standbys,
+            "publishes to a mirrored topic fail unless this many standby nodes "
+            "are live, and with --mirror-ack=sync have applied them (txnsq; "
+            "0: off)",
         ),
     ]

@@ -24,7 +24,11 @@ nats-server) is never sent the internal subjects.
   process (another epoch: it was restarted and lost what it held in
   memory), its copy is handed to this node's channels, which deliver it.
 - A peer going down releases the producers waiting for its acks: until it
-  is back, publishes are kept by this node alone.
+  is back, publishes are kept by this node alone.  Unless
+  ``--mirror-min-standbys=N`` (N > 0) asks for N live peers: with fewer,
+  publishes to mirrored topics are refused before they are stored, and
+  (``sync``) the producers waiting for acks are failed, not released
+  (:mod:`txnsq.cluster.mirror_gate`).
 - Heartbeats: every mirroring peer is sent an empty ``$NSQ.mirror.ping``
   every ``heartbeat`` seconds; a peer heard from (any mirror message) for
   none of the last ``silence`` seconds is treated as unrouted (its copy
@@ -68,7 +72,7 @@ from txnsq.cluster.mirror_catch_up import CatchUp
 from txnsq.cluster.mirror_exchange import FailBack, Taken
 from txnsq.cluster.mirror_failover import Failover
 from txnsq.cluster.mirror_files import NamedTopicsFile, random_id
-from txnsq.cluster.mirror_gate import MAX_LAG_BYTES, AckGate
+from txnsq.cluster.mirror_gate import MAX_LAG_BYTES, AckGate, unconfirmed
 from txnsq.cluster.mirror_heartbeat import Heartbeat, heartbeat_of
 from txnsq.cluster.mirror_peer import ACCOUNT, MirrorPeer
 from txnsq.cluster.mirror_stats import MirrorStats
@@ -110,6 +114,8 @@ class Mirror(
     :param ack: ``"sync"`` or ``"async"``.
     :param failover_timeout: seconds a peer may be unrouted before its copy
         is delivered here.
+    :param min_standbys: live peers a publish to a mirrored topic needs
+        (``--mirror-min-standbys``; 0: none).
 
     :ivar seq: the number of the last payload sent.
     :ivar copies: the copies kept, by the peer's node id.
@@ -131,6 +137,7 @@ class Mirror(
         journal: Optional[Any] = None,
         named_file: Optional[str] = None,
         heartbeat: Optional[Tuple[float, float]] = None,
+        min_standbys: int = 0,
     ) -> None:
         self.broker = broker
         self.node = node
@@ -150,6 +157,7 @@ class Mirror(
         self.sync = ack == "sync"
         self.failover_timeout = failover_timeout
         self.max_lag_bytes = max_lag_bytes
+        self.min_standbys = min_standbys
         self.recorder = MirrorRecorder(self._schedule, self.flush)
         self.peers: Dict[str, MirrorPeer] = {}
         self.seq = 0
@@ -160,6 +168,9 @@ class Mirror(
         self.batches_applied = 0
         self.decode_errors = 0
         self.producers_held = 0
+        #: Producers failed (``--mirror-min-standbys``): stored here, not
+        #: confirmed by enough standbys.
+        self.producers_failed = 0
         #: Messages sent to peers as they came (catch-up), and catch-ups
         #: run (each of every mirrored channel, in slices).
         self.catch_up_messages = 0
@@ -222,6 +233,8 @@ class Mirror(
         self.node.internal_handler = self._internal
         self.broker.add_listener(self)
         self.broker.mirror_gate = self.gate
+        # With --mirror-min-standbys, refusing until enough peers come.
+        self._standbys_changed()
         for topic in list(self.broker.topics.values()):
             self.topic_created(topic)
         for topic in list(self.broker.topics.values()):
@@ -276,6 +289,8 @@ class Mirror(
         if call is not None and call.active():
             call.cancel()
         self._end_catch_up()
+        if self.min_standbys and self.sync:
+            self._fail_all(unconfirmed("mirror: stopping"))
         self._release_all()
 
     # -- which topics ------------------------------------------------------------
@@ -428,6 +443,12 @@ class Mirror(
         if timer is not None and timer.active():
             timer.cancel()
         self._down_since.pop(node_id, None)
+        if self.min_standbys and self.sync and self._waiting:
+            # Those waiting count this peer only once it holds their
+            # messages: once it has applied the catch-up that brings them.
+            self._waiting_behind.extend(conn for _, conn in self._waiting)
+            self._waiting = []
+        self._standbys_changed()
         self._catch_up()
         copy = self.copies.get(node_id)
         if copy is not None and copy.epoch != epoch:
@@ -461,6 +482,8 @@ class Mirror(
             # up from the queues instead.
             self.recorder.builder = RecordBuilder()
             self._end_catch_up()
+        # Too few left for --mirror-min-standbys: those waiting fail.
+        self._standbys_changed()
         self._release()
         if not self.peers:
             self._release_all()

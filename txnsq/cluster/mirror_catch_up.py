@@ -44,6 +44,7 @@ class CatchUp:
     _catch_up_call: Any
     _catch_up_again: bool
     _waiting: List[Tuple[int, Any]]
+    min_standbys: int
     # The sending's (txnsq.cluster.mirror_gate).
     flush: Callable[[], None]
     _send: Callable[[RecordBuilder], None]
@@ -134,9 +135,12 @@ class CatchUp:
         self._behind_bytes = 0
         for builder in behind:
             self._send(builder)
-        waiting, self._waiting_behind = self._waiting_behind, []
-        target = self.seq
-        self._waiting.extend((target, conn) for conn in waiting)
+        if not (self._catch_up_again and self.min_standbys):
+            waiting, self._waiting_behind = self._waiting_behind, []
+            target = self.seq
+            self._waiting.extend((target, conn) for conn in waiting)
+        # Else a peer came while this catch-up ran, and missed its start:
+        # with --mirror-min-standbys those waiting wait for its own.
         self._release()
         if self._catch_up_again:
             self._catch_up_again = False

@@ -10,6 +10,16 @@ way (not acked by every peer) the records of later turns are gathered and
 sent as one payload when it is acked, or once :data:`FLUSH_SIZE` bytes
 are held: under load the payloads grow instead of multiplying, and with
 them fall the sends, the acks and the reactor turns they cost both nodes.
+
+``--mirror-min-standbys=N`` (N > 0): while fewer than N peers are live
+(routed, and not silent past the heartbeat's limit), the recorder refuses
+publishes to mirrored topics before they are stored; in ``sync`` mode, a
+producer waiting at the gate when the live peers drop below N (or that
+comes to the gate then) is failed (``mirror_fail``) instead of released:
+its publish is stored here but not on N standbys, so its outcome is
+unknown.  ``async`` producers never wait for the standbys, so they are
+only refused at publish time (one held past the lag bound is released as
+with N = 0).
 """
 
 from __future__ import annotations
@@ -24,10 +34,25 @@ from txnsq.nsqd.mirror import FLUSH_SIZE, MirrorRecorder
 from txnsq.protocol.mirror import SUBJECT_DATA, RecordBuilder
 from txnsq.protocol.nats_route import encode_rmsg_head
 
-__all__ = ["MAX_LAG_BYTES", "AckGate"]
+__all__ = ["MAX_LAG_BYTES", "AckGate", "too_few_standbys", "unconfirmed"]
 
 #: Unacked bytes past which ``async`` mode holds producers too.
 MAX_LAG_BYTES = 64 * 1024 * 1024
+
+
+def too_few_standbys(live: int, needed: int) -> str:
+    """Why a publish is refused before it is stored: ``mirror: 0 of 1 required standbys live``."""
+    return "mirror: %d of %d required standbys live" % (live, needed)
+
+
+def unconfirmed(cause: str) -> str:
+    """
+    Why a publish stored here, waiting for the standbys' acks, failed:
+    ``cause``, and that its outcome is unknown.
+    """
+    return "%s before the standbys acked; outcome unknown (stored here, may still be delivered)" % (
+        cause,
+    )
 
 
 class AckGate:
@@ -42,10 +67,12 @@ class AckGate:
     recorder: MirrorRecorder
     sync: bool
     max_lag_bytes: int
+    min_standbys: int
     seq: int
     batches_sent: int
     bytes_sent: int
     producers_held: int
+    producers_failed: int
     lag_bytes: int
     _flush_call: Any
     _head_cache: Dict[int, bytes]
@@ -121,8 +148,18 @@ class AckGate:
         """
         The broker's mirror gate: True when ``connection``'s output must
         wait for the peers' acks (it is then released by
-        ``connection.mirror_release()``).
+        ``connection.mirror_release()``, or failed by
+        ``connection.mirror_fail(reason)`` -- at once, before this returns,
+        when the live peers are already fewer than ``--mirror-min-standbys``
+        in ``sync`` mode).
         """
+        needed = self.min_standbys
+        if needed and self.sync and len(self.peers) < needed:
+            # Its publish was taken while enough peers were live, and
+            # they went before the output was asked about.
+            self.producers_failed += 1
+            connection.mirror_fail(unconfirmed(too_few_standbys(len(self.peers), needed)))
+            return True
         if not self.peers:
             return False
         if self._catching_up:
@@ -188,3 +225,36 @@ class AckGate:
             conn.mirror_release()
         for conn in behind:
             conn.mirror_release()
+
+    def _standbys_changed(self) -> None:
+        """
+        A peer came or went: with ``--mirror-min-standbys``, the recorder
+        refuses publishes while fewer peers are live, and (``sync``) the
+        producers waiting for the peers' acks are failed when they drop
+        below it.
+        """
+        needed = self.min_standbys
+        if not needed:
+            return
+        live = len(self.peers)
+        if live >= needed:
+            self.recorder.refusing = None
+            return
+        cause = too_few_standbys(live, needed)
+        self.recorder.refusing = cause
+        if self.sync:
+            self._fail_all(unconfirmed(cause))
+
+    def _fail_all(self, reason: str) -> None:
+        """Fail every producer waiting at the gate with ``reason``."""
+        waiting, self._waiting = self._waiting, []
+        behind, self._waiting_behind = self._waiting_behind, []
+        failed = [conn for _, conn in waiting] + behind
+        if not failed:
+            return
+        self.producers_failed += len(failed)
+        self._log.warn(
+            "mirror: {count} producers failed: {reason}", count=len(failed), reason=reason
+        )
+        for conn in failed:
+            conn.mirror_fail(reason)

@@ -35,6 +35,9 @@ class MirrorStats:
     batches_applied: int
     lag_bytes: int
     producers_held: int
+    producers_failed: int
+    min_standbys: int
+    recorder: Any
     decode_errors: int
     catch_up_messages: int
     catch_ups: int
@@ -100,6 +103,9 @@ class MirrorStats:
             "lag_batches": len(self._unacked),
             "producers_waiting": len(self._waiting),
             "producers_held": self.producers_held,
+            "min_standbys": self.min_standbys,
+            "publishes_refused": self.recorder.refused,
+            "producers_failed": self.producers_failed,
             "decode_errors": self.decode_errors,
             "catch_up_messages": self.catch_up_messages,
             "catch_ups": self.catch_ups,

@@ -69,6 +69,14 @@ def validate_cluster_options(o: Any) -> None:
         raise ValueError("--mirror-ack must be sync or async (%r)" % (o.mirror_ack,))
     if o.mirror_failover_timeout <= 0:
         raise ValueError("--mirror-failover-timeout must be positive")
+    standbys = o.mirror_min_standbys
+    if isinstance(standbys, bool) or not isinstance(standbys, int) or standbys < 0:
+        raise ValueError(
+            "--mirror-min-standbys must be an integer >= 0 (%r)" % (standbys,)
+        )
+    if standbys and not (o.cluster_address or o.routes):
+        # No routes, no mirror: the promise could not be kept nor refused.
+        raise ValueError("--mirror-min-standbys needs --cluster-address or --routes")
     if o.mirror_topics:
         if not (o.cluster_address or o.routes):
             raise ValueError("--mirror-topics needs --cluster-address or --routes")

@@ -164,6 +164,7 @@ class ClusterService(MultiService):
             options.mirror_failover_timeout,
             journal=journal,
             named_file=os.path.join(options.data_path or ".", NAMED_TOPICS_FILE),
+            min_standbys=options.mirror_min_standbys,
         )
         self.bridge.exclude = self.mirror.mirrored
         self.listener: Optional[ListeningService] = None

@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.test_http, tests.test_nsqlookupd_http -*-
+# -*- test-case-name: tests.test_http,tests.test_nsqlookupd_http -*-
 """
 The request and reply half of Go's ``internal/http_api``.
 

@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.test_http, tests.test_nsqlookupd_http -*-
+# -*- test-case-name: tests.test_http,tests.test_nsqlookupd_http -*-
 """
 Go's ``net/http/pprof`` routes, with Python's equivalents, for any daemon's
 HTTP API (nsqd and nsqlookupd both serve them).

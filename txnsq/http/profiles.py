@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.test_http, tests.test_nsqlookupd_http -*-
+# -*- test-case-name: tests.test_http,tests.test_nsqlookupd_http -*-
 """
 Python's stand-ins for Go's ``runtime/pprof``, served under ``/debug/pprof``.
 

@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.test_http_routes, tests.test_http, tests.test_nsqlookupd_http -*-
+# -*- test-case-name: tests.test_http_routes,tests.test_http,tests.test_nsqlookupd_http -*-
 """
 Go's daemons' routing (julienschmidt/httprouter) on top of Klein.
 
@@ -22,6 +22,7 @@ from urllib.parse import quote, unquote_to_bytes
 
 from klein import Klein
 from twisted.internet.defer import Deferred
+from twisted.python.failure import Failure
 from twisted.web.iweb import IRequest
 
 from txnsq.http.api import HTML_CONTENT_TYPE, APIBase, raw_query
@@ -305,13 +306,22 @@ class GoRouter(APIBase):
             self._log.failure("panic in HTTP handler {route}", route=route)
             return self._respond_v1(request, 500, "INTERNAL_ERROR")
         if isinstance(data, Deferred):
-            # A handler answering later (a publish to a mirrored topic).
+            # A handler answering later (a publish to a mirrored topic),
+            # or failing later with an APIError.
             def answered(value: Any) -> Any:
                 if route.logged:
                     self._log_request(request, 200, started)
                 return self._render(request, route, 200, value)
 
-            return data.addCallback(answered)
+            def refused(failure: Failure) -> Any:
+                failure.trap(APIError)
+                error = failure.value
+                assert isinstance(error, APIError)
+                if route.logged:
+                    self._log_request(request, error.code, started)
+                return self._render(request, route, error.code, error.text)
+
+            return data.addCallbacks(answered, refused)
         if route.logged:
             self._log_request(request, 200, started)
         return self._render(request, route, 200, data)

@@ -25,8 +25,9 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from zope.interface import Attribute, Interface, implementer
 
+from txnsq.nsqd.mirror import StandbysUnavailable
 from txnsq.nsqd.topic import PublishError
-from txnsq.protocol.metaq import BAD_REQUEST, FORBIDDEN, INTERNAL_SERVER_ERROR, NOT_FOUND
+from txnsq.protocol.metaq import BAD_REQUEST, FORBIDDEN, INTERNAL_SERVER_ERROR, NOT_FOUND, SERVICE_UNAVAILABLE
 from txnsq.protocol.names import is_valid_topic_name
 from txnsq.storage.log import PartitionLog, PartitionStats
 from txnsq.storage.topic_log import TopicLog
@@ -225,7 +226,9 @@ class BrokerMetaqBackend:
     A ``put`` to a topic that exists without a retained log is refused
     with 403 (retention is turned on over HTTP or by flag, not by a put);
     a ``put`` to partition -1 goes to the topic's partitions in turn (to
-    partition 0 when it creates the topic).
+    partition 0 when it creates the topic).  A ``put`` to a mirrored topic
+    short of ``--mirror-min-standbys`` live standbys is refused with 503,
+    nothing stored.
 
     :param broker: the nsqd broker.
     :param version: what ``version`` answers.
@@ -281,6 +284,9 @@ class BrokerMetaqBackend:
             raise NoSuchPartition(topic, partition)
         except ValueError as error:
             raise MetaqRefused(BAD_REQUEST, "put: %s" % (error,))
+        except StandbysUnavailable as error:
+            # A mirrored topic short of --mirror-min-standbys: nothing stored.
+            raise MetaqRefused(SERVICE_UNAVAILABLE, "put: %s" % (error,))
         except PublishError as error:
             raise MetaqRefused(INTERNAL_SERVER_ERROR, "put: PUB failed %s" % (error,))
         except OSError as error:
@@ -294,6 +300,21 @@ class BrokerMetaqBackend:
             # (Re)read after the put: a topic created by it has its log now.
             self._last_sequences(broker.retained_log(topic), topic, partition)[sequence[0]] = sequence[1]
         return message_id_number(msg_id), partition, offset
+
+    def mirror_gate(self, topic: str, waiter: Any) -> bool:
+        """
+        After a ``put`` to ``topic``: True when its reply must wait for the
+        mirror (a mirrored topic whose standbys have not acked it yet); the
+        broker's mirror gate then calls ``waiter.mirror_release()`` or
+        ``waiter.mirror_fail(reason)`` (perhaps before this returns).  Not
+        part of :class:`IMetaqBackend`: nsqd hands it to the listener with
+        ``--mirror-min-standbys``.
+        """
+        gate = self.broker.mirror_gate
+        found = self.broker.find_topic(topic)
+        if gate is None or found is None or found.mirror is None:
+            return False
+        return bool(gate(waiter))
 
     def read(self, topic: str, partition: int, offset: int, max_size: int) -> bytes:
         """See :meth:`IMetaqBackend.read`."""

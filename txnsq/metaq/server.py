@@ -20,6 +20,12 @@ permission on its topic, and ``get`` and ``offset`` need ``subscribe`` on
 the topic with the MetaQ group as the channel (403 otherwise).  Expired
 authorizations are asked for again before the request runs; requests that
 arrive meanwhile wait (and reading pauses), in order.
+
+Mirrored topics (``--mirror-min-standbys``): a ``put`` to one is answered
+once the standbys have applied it, the requests after it waiting (and
+reading paused) as for the auth servers; when too few standbys are left
+live first, it is answered ``result 503`` (stored here, outcome unknown)
+and the connection goes on.
 """
 
 from __future__ import annotations
@@ -43,6 +49,7 @@ from txnsq.protocol.metaq import (
     FORBIDDEN,
     INTERNAL_SERVER_ERROR,
     NOT_FOUND,
+    SERVICE_UNAVAILABLE,
     UNAUTHORIZED,
     AuthRequest,
     GetRequest,
@@ -127,6 +134,11 @@ class MetaqFactory(Factory):
         :class:`txnsq.nsqd.auth.AuthClient`), or None for no auth.
     :param tls: connections are TLS (the listener is wrapped in it), as
         the auth servers are told.
+    :param mirror_gate: ``gate(topic, waiter)`` asked after each ``put``:
+        True when its reply waits for ``waiter.mirror_release()`` or
+        ``waiter.mirror_fail(reason)``
+        (:meth:`~txnsq.metaq.backend.BrokerMetaqBackend.mirror_gate`);
+        None: replies never wait.
     :ivar connections: the open connections.
     """
 
@@ -140,8 +152,10 @@ class MetaqFactory(Factory):
         auth: Any = None,
         tls: bool = False,
         start_time: Optional[float] = None,
+        mirror_gate: Optional[Callable[[str, Any], bool]] = None,
     ) -> None:
         self.backend = backend
+        self.mirror_gate = mirror_gate
         self.clock = clock
         self.max_body_size = max_body_size
         self.auth = auth
@@ -317,7 +331,19 @@ class MetaqServerProtocol(Protocol):
         except Exception:
             self._internal_error("put", opaque)
             return True
-        self._write(encode_put_result(msg_id, partition, offset, opaque))
+        reply = encode_put_result(msg_id, partition, offset, opaque)
+        gate = self.server.mirror_gate
+        if gate is not None:
+            waiter = _MirroredPut(self, reply, opaque)
+            if gate(request.topic, waiter) and not waiter.answered:
+                # Later requests wait for the reply, as for the auth servers.
+                waiter.parked = True
+                self._held = []
+                self.transport.pauseProducing()  # type: ignore[union-attr]
+                return False
+            if waiter.answered:
+                return True
+        self._write(reply)
         return True
 
     def _offset(self, request: OffsetRequest) -> bool:
@@ -493,6 +519,43 @@ class MetaqServerProtocol(Protocol):
         if subject is not None:
             return str(subject().commonName or "")
         return ""
+
+
+class _MirroredPut:
+    """
+    A ``put``'s reply waiting at the mirror gate: written once the
+    standbys have the message, or replaced by ``result 503`` when too few
+    are left live (the message is stored here: outcome unknown).
+    """
+
+    __slots__ = ("_protocol", "_reply", "_opaque", "answered", "parked")
+
+    def __init__(self, protocol: MetaqServerProtocol, reply: bytes, opaque: int) -> None:
+        self._protocol = protocol
+        self._reply = reply
+        self._opaque = opaque
+        self.answered = False
+        #: The connection's later requests wait for this one.
+        self.parked = False
+
+    def mirror_release(self) -> None:
+        """The standbys have the message: the put's result."""
+        self._answer(self._reply)
+
+    def mirror_fail(self, reason: str) -> None:
+        """Too few standbys are left to confirm it: ``result 503 put: <reason>``."""
+        self._answer(encode_result(SERVICE_UNAVAILABLE, "put: %s" % (reason,), self._opaque))
+
+    def _answer(self, data: bytes) -> None:
+        if self.answered:
+            return
+        self.answered = True
+        protocol = self._protocol
+        if protocol._closed:
+            return
+        protocol._write(data)
+        if self.parked:
+            protocol._resume()
 
 
 #: What :meth:`MetaqServerProtocol._authorize` decides.

@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.test_nsqadmin_actions -*-
+# -*- test-case-name: tests.test_nsqadmin_api -*-
 """
 Who may act, and the admin actions themselves, as Go nsqadmin does them.
 

@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.test_nsqadmin_api, tests.test_nsqadmin_pages -*-
+# -*- test-case-name: tests.test_nsqadmin_api,tests.test_nsqadmin_pages -*-
 """
 The nsqadmin Klein app: the JSON API (:mod:`txnsq.nsqadmin.api`), the pages
 (:mod:`txnsq.nsqadmin.pages`) and their assets, on one route table.

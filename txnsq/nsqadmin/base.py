@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.test_nsqadmin_api, tests.test_nsqadmin_pages -*-
+# -*- test-case-name: tests.test_nsqadmin_api,tests.test_nsqadmin_pages -*-
 """
 What nsqadmin's API handlers and page handlers share: the Klein app and
 route table, asynchronous dispatch in Go's reply styles (plus ``html``

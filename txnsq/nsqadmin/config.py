@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.test_nsqadmin_config -*-
+# -*- test-case-name: tests.test_nsqadmin_api -*-
 """
 nsqadmin's ``/config/:opt``, as Go nsqadmin v1.3's ``doConfig``.
 

@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.test_nsqadmin_views -*-
+# -*- test-case-name: tests.test_nsqadmin_pages -*-
 """
 HTML built from elements whose text is always escaped.
 

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional
 
 from txnsq.nsqd.authorizing import AuthGate
 from txnsq.nsqd.channel import InFlightError, SubscribeError
+from txnsq.nsqd.mirror import StandbysUnavailable
 from txnsq.nsqd.topic import PublishError
 from txnsq.protocol.errors import LineTooLong, ProtocolError, protocol_error
 from txnsq.protocol.frames import CLOSE_WAIT_FRAME, FRAME_TYPE_ERROR, OK_FRAME, encode_frame
@@ -84,7 +85,6 @@ class V2Commands(AuthGate):
         _run_name: bytes
         _run_topic: Optional[Topic]
         _run_bodies: List[bytes]
-        _mirror_wait: bool
         _out_limit: int
         _encoder: Any
         _decoder: Any
@@ -96,6 +96,7 @@ class V2Commands(AuthGate):
         def _schedule_heartbeat(self) -> None: ...
         def _start_tls(self) -> None: ...
         def send_message(self, data: bytes) -> None: ...
+        def _mirror_published(self, verb: bytes) -> None: ...
 
     def _command_handlers(self) -> Dict[bytes, Callable[[Command], None]]:
         """The handler of each V2 command."""
@@ -396,6 +397,10 @@ class V2Commands(AuthGate):
             else:
                 # All or none: on an error nothing was published.
                 topic.publish_many(bodies)
+        except StandbysUnavailable as error:
+            # Refused as a whole, before anything was stored.
+            self._send_error(protocol_error("E_PUB_FAILED", "PUB failed %s" % (error,)))
+            return
         except PublishError:
             for done, body in enumerate(bodies):
                 try:
@@ -404,13 +409,13 @@ class V2Commands(AuthGate):
                     if done:
                         counts[name] = counts.get(name, 0) + done
                         if topic.mirror is not None:
-                            self._mirror_wait = True
+                            self._mirror_published(b"PUB")
                         self._write(OK_FRAME * done)
                     self._send_error(protocol_error("E_PUB_FAILED", "PUB failed %s" % (error,)))
                     return
         counts[name] = counts.get(name, 0) + len(bodies)
         if topic.mirror is not None:
-            self._mirror_wait = True
+            self._mirror_published(b"PUB")
         self._write(OK_FRAME * len(bodies))
 
     def _mpub(self, command: Command) -> None:
@@ -428,7 +433,7 @@ class V2Commands(AuthGate):
         counts = self.pub_counts
         counts[name] = counts.get(name, 0) + len(bodies)
         if topic.mirror is not None:
-            self._mirror_wait = True
+            self._mirror_published(b"MPUB")
         self._write(OK_FRAME)
 
     def _dpub(self, command: Command) -> None:
@@ -445,5 +450,5 @@ class V2Commands(AuthGate):
         counts = self.pub_counts
         counts[name] = counts.get(name, 0) + 1
         if topic.mirror is not None:
-            self._mirror_wait = True
+            self._mirror_published(b"DPUB")
         self._write(OK_FRAME)

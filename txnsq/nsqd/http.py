@@ -45,6 +45,7 @@ from txnsq.http.api import JSON_CONTENT_TYPE, raw_query
 from txnsq.http.pprof import PprofHandlers, add_pprof_routes
 from txnsq.http.routes import GoRouter, Route, go_route
 from txnsq.nsqd.http_config import CONFIG_OPTIONS, config_value, set_config_value
+from txnsq.nsqd.mirror import StandbysUnavailable
 from txnsq.protocol.go_values import parse_duration
 from txnsq.nsqd.options import TLS_REQUIRED
 from txnsq.nsqd.retention import (
@@ -87,6 +88,13 @@ __all__ = [
 ]
 
 _NS = 1000000000
+
+#: ``--mirror-min-standbys``: a publish to a mirrored topic refused, nothing
+#: stored (fewer live standbys than asked for).
+MIRROR_STANDBYS_UNAVAILABLE = "MIRROR_STANDBYS_UNAVAILABLE"
+#: ``--mirror-min-standbys``: a publish stored here, but the live standbys
+#: fell below the count before they had it: it may still be delivered.
+MIRROR_STANDBYS_LOST = "MIRROR_STANDBYS_LOST_OUTCOME_UNKNOWN"
 
 #: Every route of Go nsqd v1.3's HTTP server, plus ``GET /metrics``.
 ROUTES: List[Route] = []
@@ -262,7 +270,10 @@ class NSQDHTTPAPI(GoRouter, PprofHandlers):
         """
         ``answer`` now, or -- a mirrored topic whose peers must have the
         publish first (``--mirror-ack=sync``, or a lagging peer) -- a
-        Deferred firing with it once they have.
+        Deferred firing with it once they have, or failing with
+        ``APIError(503, "MIRROR_STANDBYS_LOST_OUTCOME_UNKNOWN")`` when
+        fewer standbys than ``--mirror-min-standbys`` are left live before
+        they have (the message is stored here and may still be delivered).
         """
         gate = self.broker.mirror_gate
         if topic.mirror is None or gate is None:
@@ -302,6 +313,9 @@ class NSQDHTTPAPI(GoRouter, PprofHandlers):
         except RetainedWriteError:
             # The retained log could not be written (a full disk).
             raise APIError(500, "PUB_FAILED")
+        except StandbysUnavailable:
+            # --mirror-min-standbys: nothing was stored.
+            raise APIError(503, MIRROR_STANDBYS_UNAVAILABLE)
         except PublishError:
             raise APIError(503, "EXITING")
         self._commit()
@@ -336,6 +350,9 @@ class NSQDHTTPAPI(GoRouter, PprofHandlers):
         except RetainedWriteError:
             # The retained log could not be written (a full disk).
             raise APIError(500, "PUB_FAILED")
+        except StandbysUnavailable:
+            # --mirror-min-standbys: nothing was stored.
+            raise APIError(503, MIRROR_STANDBYS_UNAVAILABLE)
         except PublishError:
             raise APIError(503, "EXITING")
         self._commit()
@@ -659,3 +676,8 @@ class _MirrorWaiter:
         """The peers have the publish."""
         if not self.done.called:
             self.done.callback(None)
+
+    def mirror_fail(self, reason: str) -> None:
+        """Too few standbys are left to confirm the publish: 503, outcome unknown."""
+        if not self.done.called:
+            self.done.errback(APIError(503, MIRROR_STANDBYS_LOST))

@@ -101,6 +101,7 @@ CONFIG_OPTIONS: Dict[str, Tuple[str, int]] = {
     "mirror_topics": ("mirror_topics", _STR),
     "mirror_ack": ("mirror_ack", _STR),
     "mirror_failover_timeout": ("mirror_failover_timeout", _DURATION),
+    "mirror_min_standbys": ("mirror_min_standbys", _INT),
 }
 
 #: Go's ``lg.LogLevel`` numbers.

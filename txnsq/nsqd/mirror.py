@@ -17,6 +17,7 @@ from __future__ import annotations
 import heapq
 from typing import Any, Callable, Collection, Dict, List, Optional, Sequence, Set, Tuple
 
+from txnsq.nsqd.topic import PublishError
 from txnsq.protocol.mirror import (
     OP_CHANNEL_CREATE,
     OP_CHANNEL_DELETE,
@@ -37,6 +38,7 @@ from txnsq.protocol.mirror import (
 __all__ = [
     "MirrorRecorder",
     "StandbyCopy",
+    "StandbysUnavailable",
     "TopicCopy",
     "drop_from_channel",
     "drop_from_topic",
@@ -51,6 +53,14 @@ FLUSH_SIZE = 256 * 1024
 SETTLE_REMOVALS = 4096
 
 
+class StandbysUnavailable(PublishError):
+    """
+    A publish to a mirrored topic was refused before anything was stored:
+    fewer standbys are live than ``--mirror-min-standbys`` asks for.
+    ``str()`` names the cause (``mirror: 0 of 1 required standbys live``).
+    """
+
+
 class MirrorRecorder:
     """
     Gathers the records of every mirrored topic of one node.
@@ -63,15 +73,31 @@ class MirrorRecorder:
     :ivar live: some peer takes the records; while none does, nothing is
         gathered.
     :ivar builder: the records not sent yet.
+    :ivar refusing: while not ``None``, why publishes to mirrored topics
+        are refused (fewer live standbys than ``--mirror-min-standbys``):
+        a topic asks before it stores anything (:meth:`refuse`).
+    :ivar refused: the publishes refused so far.
     """
 
-    __slots__ = ("builder", "live", "_schedule", "_full")
+    __slots__ = ("builder", "live", "refusing", "refused", "_schedule", "_full")
 
     def __init__(self, schedule: Callable[[], None], full: Callable[[], None]) -> None:
         self.builder = RecordBuilder()
         self.live = False
+        self.refusing: Optional[str] = None
+        self.refused = 0
         self._schedule = schedule
         self._full = full
+
+    def refuse(self) -> None:
+        """
+        Refuse a publish while :attr:`refusing` is set (called by the
+        topic before it stores anything); counted.
+
+        :raises StandbysUnavailable: always, with :attr:`refusing`'s text.
+        """
+        self.refused += 1
+        raise StandbysUnavailable(self.refusing or "mirror: standbys unavailable")
 
     def _added(self, was_empty: bool) -> None:
         if was_empty:

@@ -172,6 +172,8 @@ class NSQDOptions:
     mirror_topics: str = ""
     mirror_ack: str = "sync"
     mirror_failover_timeout: float = 10.0
+    #: Live standbys a publish to a mirrored topic needs (0: none asked).
+    mirror_min_standbys: int = 0
 
     # Go options without a flag (a config file could set them)
     client_timeout: float = 60.0

@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.test_nsqd_script -*-
+# -*- test-case-name: tests.integration.test_nsqd_script -*-
 """
 The ``nsqd`` console script (and ``python -m txnsq.nsqd``).
 

@@ -1,7 +1,8 @@
 # -*- test-case-name: tests.test_nsqd_service -*-
 """
-nsqd as a Twisted service: the broker, its TCP and HTTP listeners, and the
-``nsqd`` console script that runs them.
+nsqd as a Twisted service: the broker and its TCP and HTTP listeners, and
+what the ``nsqd`` console script (:mod:`txnsq.nsqd.script`) builds from
+them.
 
 Any Twisted application can add :class:`NSQDService` to its service tree;
 ``twistd nsqd`` and the ``nsqd`` console script run the same service.
@@ -12,7 +13,7 @@ from __future__ import annotations
 import gc
 import os
 import sys
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Union
 
 from twisted.application.service import MultiService
 from twisted.internet.defer import Deferred, maybeDeferred, succeed
@@ -260,13 +261,17 @@ class NSQDService(MultiService):
         from txnsq.version import TXNSQ_VERSION
 
         tls_only = tls is not None and bool(options.tls_required)
+        backend = BrokerMetaqBackend(self.broker, "txnsq-%s" % (TXNSQ_VERSION,))
         factory = MetaqFactory(
-            BrokerMetaqBackend(self.broker, "txnsq-%s" % (TXNSQ_VERSION,)),
+            backend,
             reactor,
             options.max_msg_size,
             auth=auth,
             tls=tls_only,
             start_time=self.start_time,
+            # Puts to mirrored topics wait for the standbys only when asked
+            # (--mirror-min-standbys): with 0 they are answered at once.
+            mirror_gate=backend.mirror_gate if options.mirror_min_standbys else None,
         )
         self.metaq_factory = factory
         served: Any = factory
@@ -474,10 +479,3 @@ def _console_service(options: NSQDOptions, reactor: Any) -> NSQDService:
         service._log.critical("failed to instantiate nsqd - {error}", error=error)
         sys.exit(1)
     return service
-
-
-def main(argv: Optional[Sequence[str]] = None) -> None:
-    """The ``nsqd`` console script (:func:`txnsq.nsqd.script.main`)."""
-    from txnsq.nsqd.script import main as script_main
-
-    script_main(argv)

@@ -119,8 +119,12 @@ class Topic:
         Publish one message.
 
         :raises PublishError: the topic is exiting, or a queue the message
-            would go to is at its limit.
+            would go to is at its limit; ``StandbysUnavailable``: a
+            mirrored topic lacks the live standbys it needs.
         """
+        mirror = self.mirror
+        if mirror is not None and mirror.refusing is not None:
+            mirror.refuse()
         targets = self._targets
         if targets:
             for channel in targets:
@@ -140,8 +144,8 @@ class Topic:
             self.message_bytes += len(body)
             for channel in targets:
                 channel.put(data)
-            if self.mirror is not None:
-                self.mirror.published(self.name, data)
+            if mirror is not None:
+                mirror.published(self.name, data)
             if self._taps:
                 self._tap([body])
             return
@@ -155,8 +159,8 @@ class Topic:
         self._queue.put(data)
         self.message_count += 1
         self.message_bytes += len(body)
-        if self.mirror is not None:
-            self.mirror.published(self.name, data)
+        if mirror is not None:
+            mirror.published(self.name, data)
         if self._taps:
             self._tap([body])
 
@@ -164,6 +168,18 @@ class Topic:
         """Tell the broker's publish taps (the NATS bridge) what was published."""
         for tap in self._taps:
             tap(self, bodies)
+
+    def _check_mirror(self) -> None:
+        """
+        That a mirrored topic may take a publish now (:meth:`publish`
+        makes the same check inline: its hot path).
+
+        :raises StandbysUnavailable: fewer live standbys than
+            ``--mirror-min-standbys`` (nothing was stored).
+        """
+        mirror = self.mirror
+        if mirror is not None and mirror.refusing is not None:
+            mirror.refuse()
 
     def _check_room(self, count: int) -> None:
         """
@@ -217,6 +233,7 @@ class Topic:
         if retention is None:
             raise NotRetained("topic %s is not retained" % (self.name,))
         body = payload_of(flag, data)
+        self._check_mirror()
         targets = self._targets
         self._check_room(1)
         now = self.clock.seconds()
@@ -246,6 +263,7 @@ class Topic:
             messages before any is published.
         """
         count = len(bodies)
+        self._check_mirror()
         targets = self._targets
         self._check_room(count)
         now = self.clock.seconds()
@@ -297,6 +315,7 @@ class Topic:
         max_delay = self.options.max_req_timeout
         if delay > max_delay:
             delay = max_delay
+        self._check_mirror()
         targets = self._targets
         if targets:
             for channel in targets:

@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.test_protocol_handshake, tests.test_protocol_handshake_client -*-
+# -*- test-case-name: tests.test_protocol_handshake,tests.test_protocol_handshake_client -*-
 """
 What a handshake machine asks its adapter to do, in order.
 
