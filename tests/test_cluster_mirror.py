@@ -1310,3 +1310,191 @@ class KnownLossTests(MirrorTestCase):
         assert topic.retention is not None
         self.assertEqual(topic.retention.log.partitions[0].next_offset, 2 * 23)
         self.assertFalse(client.closed)
+
+
+class Wire:
+    """A route between two Sides over StringTransports, ``left`` having dialed ``right``."""
+
+    def __init__(self, left: Side, right: Side) -> None:
+        self.ends = (left, right)
+        port = right.node.advertise[1]
+        left.node.start(["nats-route://127.0.0.1:%d" % (port,)])
+        [dial] = [entry for entry in left.dials.pending if entry[1] == port]
+        left.dials.pending.remove(dial)
+        _, _, dialer, waiting = dial
+        self.left = left.node.build_protocol(dialer)
+        self.right = right.node.build_protocol(None)
+        self.left_transport, self.right_transport = StringTransport(), StringTransport()
+        self.left.makeConnection(self.left_transport)
+        self.right.makeConnection(self.right_transport)
+        waiting.callback(self.left)
+
+    def move(self) -> bool:
+        """Move what each end wrote to the other; whether anything moved."""
+        moved = False
+        for transport, to in ((self.left_transport, self.right), (self.right_transport, self.left)):
+            data = transport.value()
+            if data:
+                transport.clear()
+                to.dataReceived(data)
+                moved = True
+        return moved
+
+    def cut(self) -> None:
+        """Both ends lose the connection."""
+        self.left.connectionLost()
+        self.right.connectionLost()
+
+
+class ThreeNodeTests(SynchronousTestCase):
+    """Nodes a, b and c mirroring ``m*`` to each other: one survivor takes over a lost node's copy."""
+
+    def setUp(self) -> None:
+        self.clock = Clock()
+        self.clock.advance(START)
+        self.sides = {
+            name: Side(self.clock, "node-" + name, port, topics="^m", failover_timeout=5.0)
+            for name, port in (("a", 7000), ("b", 7001), ("c", 7002))
+        }
+        self.wires: List[Wire] = []
+        for left, right in (("a", "b"), ("a", "c"), ("b", "c")):
+            self.wire(left, right)
+
+    def wire(self, left: str, right: str) -> None:
+        """Route ``left`` and ``right``; bytes moved."""
+        self.wires.append(Wire(self.sides[left], self.sides[right]))
+        self.pump()
+
+    def pump(self) -> None:
+        """Run reactor turns and move bytes on every wire until quiet."""
+        for _ in range(100):
+            self.clock.advance(0)
+            if not any([wire.move() for wire in self.wires]):
+                return
+
+    def lose(self, name: str) -> None:
+        """Every route of ``name`` is cut."""
+        side = self.sides[name]
+        for wire in [wire for wire in self.wires if side in wire.ends]:
+            wire.cut()
+            self.wires.remove(wire)
+
+    def a_holds_two_unfinished(self) -> None:
+        """a publishes three messages on ``mt:c`` and finishes one; b and c copy them."""
+        topic = self.sides["a"].broker.get_topic("mt")
+        channel = topic.get_channel("c")
+        consumer = FakeConsumer(ready_count=10)
+        topic.publish_many([b"one", b"two", b"three"])
+        channel.add_consumer(consumer)
+        channel.consumer_ready(consumer)
+        channel.finish(consumer, consumer.take()[0].id)
+        self.pump()
+
+    def delivered_by(self, name: str) -> List[bytes]:
+        """The bodies ``name``'s ``mt:c`` delivers to a new consumer."""
+        topic = self.sides[name].broker.topics.get("mt")
+        if topic is None or "c" not in topic.channels:
+            return []
+        channel = topic.channels["c"]
+        consumer = FakeConsumer(ready_count=100)
+        channel.add_consumer(consumer)
+        channel.consumer_ready(consumer)
+        return sorted(message.body for message in consumer.take())
+
+    def test_routed_all_to_all(self) -> None:
+        """Each node has the other two as mirroring peers, and b and c copy a's messages."""
+        for name, side in self.sides.items():
+            self.assertEqual(len(side.mirror.peers), 2, name)
+        self.a_holds_two_unfinished()
+        for name in ("b", "c"):
+            self.assertEqual(self.sides[name].mirror.copies["node-a"].count(), 2)
+
+    def test_only_smallest_survivor_takes_over(self) -> None:
+        """When a is lost, b (the smallest survivor id) delivers its copy; c keeps its copy and delivers nothing."""
+        self.a_holds_two_unfinished()
+        self.lose("a")
+        self.clock.advance(5.1)
+        b, c = self.sides["b"].mirror, self.sides["c"].mirror
+        self.assertEqual(b.taker_of("node-a"), "node-b")
+        self.assertEqual(c.taker_of("node-a"), "node-b")
+        self.assertEqual([done["node_id"] for done in b.taken_over], ["node-a"])
+        self.assertEqual(c.taken_over, [])
+        self.assertEqual(c.kept["node-a"].count(), 2)
+        self.assertEqual(self.delivered_by("b"), [b"three", b"two"])
+        self.assertEqual(self.delivered_by("c"), [])
+        self.assertEqual(len(c.stats()["kept_copies"]), 1)
+
+    def test_taker_lost_too(self) -> None:
+        """When b is lost after taking over a's copy, c takes over both b's copy and its kept copy of a."""
+        self.a_holds_two_unfinished()
+        self.lose("a")
+        self.clock.advance(5.1)
+        self.pump()
+        self.lose("b")
+        self.clock.advance(4.9)
+        c = self.sides["c"].mirror
+        self.assertEqual(c.taken_over, [])
+        self.clock.advance(0.2)
+        self.assertEqual(
+            sorted((done["node_id"], done["reason"]) for done in c.taken_over),
+            [("node-a", "taker lost"), ("node-b", "unreachable")],
+        )
+        self.assertEqual(c.kept, {})
+        # b mirrored a's messages onward as its own: c has them twice (at least once).
+        self.assertEqual(self.delivered_by("c"), [b"three", b"three", b"two", b"two"])
+
+    def test_taker_lost_at_once(self) -> None:
+        """When a and b are lost together, c takes over both copies once b's timeout passes."""
+        self.a_holds_two_unfinished()
+        self.lose("a")
+        self.lose("b")
+        self.clock.advance(5.1)
+        c = self.sides["c"].mirror
+        self.assertEqual(
+            [(done["node_id"], done["reason"]) for done in c.taken_over], [("node-a", "taker lost")]
+        )
+        self.assertEqual(self.delivered_by("c"), [b"three", b"two"])
+
+    def test_back_in_same_process(self) -> None:
+        """A node back in the same process after the timeout finds c's kept copy live again, with no takeover there."""
+        self.a_holds_two_unfinished()
+        self.lose("a")
+        self.clock.advance(5.1)
+        self.wire("a", "c")
+        c = self.sides["c"].mirror
+        self.assertEqual(c.kept, {})
+        self.assertEqual(c.copies["node-a"].count(), 2)
+        self.assertEqual(self.delivered_by("c"), [])
+
+    def test_restarted_primary_one_taker(self) -> None:
+        """A primary back as a new process is taken over by b alone; c drops its copy of the old process."""
+        self.a_holds_two_unfinished()
+        self.lose("a")
+        self.sides["a"].mirror.stop()
+        self.sides["a"] = Side(self.clock, "node-a", 7000, topics="^m", failover_timeout=5.0)
+        self.wire("a", "c")
+        c = self.sides["c"].mirror
+        self.assertEqual(c.taken_over, [])
+        # b may not have seen a back yet: c keeps its copy for a timeout.
+        self.assertIn("node-a", c.kept)
+        self.wire("a", "b")
+        b = self.sides["b"].mirror
+        self.assertEqual([(d["node_id"], d["reason"]) for d in b.taken_over], [("node-a", "restarted")])
+        self.assertEqual(self.delivered_by("b"), [b"three", b"two"])
+        self.assertEqual(self.delivered_by("c"), [])
+        self.clock.advance(5.1)
+        self.assertEqual((c.taken_over, c.kept), ([], {}))
+        self.assertEqual(self.delivered_by("c"), [])
+
+    def test_restarted_primary_taker_lost_before_drop(self) -> None:
+        """When b is lost before c drops its copy of a's old process, c takes that copy over: nothing lost."""
+        self.a_holds_two_unfinished()
+        self.lose("a")
+        self.sides["a"].mirror.stop()
+        self.sides["a"] = Side(self.clock, "node-a", 7000, topics="^m", failover_timeout=5.0)
+        self.wire("a", "c")
+        self.lose("b")
+        self.clock.advance(5.1)
+        c = self.sides["c"].mirror
+        self.assertEqual([(d["node_id"], d["reason"]) for d in c.taken_over], [("node-a", "taker lost")])
+        self.assertEqual(self.delivered_by("c"), [b"three", b"two"])

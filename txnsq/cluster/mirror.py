@@ -194,6 +194,9 @@ class Mirror(
         self.lag_bytes = 0
         self._waiting: List[Tuple[int, Any]] = []
         self._timers: Dict[str, Any] = {}
+        self.lost: Set[str] = set()
+        self.kept: Dict[str, StandbyCopy] = {}
+        self._drops: Dict[str, Any] = {}
         # The peer (node id) each route's server is, while routed.
         self._down_since: Dict[str, float] = {}
         self._head_cache: Dict[int, bytes] = {}
@@ -279,6 +282,10 @@ class Mirror(
             if call.active():
                 call.cancel()
         self._timers.clear()
+        for call in self._drops.values():
+            if call.active():
+                call.cancel()
+        self._drops.clear()
         if self.journal is not None:
             self.journal.close()
         self._release_hold("stopping")
@@ -443,6 +450,7 @@ class Mirror(
         if timer is not None and timer.active():
             timer.cancel()
         self._down_since.pop(node_id, None)
+        self.lost.discard(node_id)
         if self.min_standbys and self.sync and self._waiting:
             # Those waiting count this peer only once it holds their
             # messages: once it has applied the catch-up that brings them.
@@ -453,8 +461,13 @@ class Mirror(
         copy = self.copies.get(node_id)
         if copy is not None and copy.epoch != epoch:
             # The peer was restarted: what it held in memory is gone, and
-            # what it kept is ours to deliver from now on.
-            self._take_over(node_id, "restarted")
+            # what it kept is its taker's to deliver from now on.
+            self._fail_over(node_id, "restarted")
+        kept = self.kept.get(node_id)
+        if kept is not None and kept.epoch == epoch and node_id not in self.copies:
+            # Back in the same process: the copy kept aside is live again.
+            self.copies[node_id] = self.kept.pop(node_id)
+        self._reassess("restarted")
         for done in self.taken_over:
             if done["node_id"] == node_id and done["epoch"] == epoch and not done["split_brain"]:
                 done["split_brain"] = True
@@ -468,7 +481,7 @@ class Mirror(
         self._log.info("mirror: peer {peer} up", peer=node_id)
 
     def route_down(self, server_id: str) -> None:
-        """A server has no route left: its copy fails over after the timeout."""
+        """A server has no route left: it is lost, and its copy fails over, after the timeout."""
         self._silenced.pop(server_id, None)
         peer = self.peers.pop(server_id, None)
         if peer is None:
@@ -489,7 +502,8 @@ class Mirror(
             self._release_all()
         node_id = peer.node_id
         self._down_since[node_id] = self.clock.seconds()
-        if node_id in self.copies and node_id not in self._timers:
+        if node_id not in self._timers:
+            # Also without a copy: once lost, it is no longer a taker.
             self._timers[node_id] = self.clock.callLater(
                 self.failover_timeout, self._failover, node_id
             )

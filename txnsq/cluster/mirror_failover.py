@@ -2,16 +2,19 @@
 """
 The mirror's failover (:mod:`txnsq.cluster.mirror`): a peer's copy handed
 to this node's channels, which deliver it, when the peer has been unrouted
-for the timeout or comes back as a new process.
+for the timeout or comes back as a new process -- by one node only, the
+designated taker (:meth:`Failover.taker_of`); the others keep their copy
+until it is safe to drop or the taker is lost too.
 """
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Set, Tuple
 
 from twisted.logger import Logger
 
 from txnsq.cluster.mirror_exchange import Taken
+from txnsq.cluster.mirror_peer import MirrorPeer
 from txnsq.nsqd.mirror import StandbyCopy
 
 __all__ = ["Failover"]
@@ -23,27 +26,135 @@ class Failover:
     _log: Logger
     broker: Any
     clock: Any
+    node_id: str
+    peers: Dict[str, MirrorPeer]
     copies: Dict[str, StandbyCopy]
     journal: Optional[Any]
     taken_ids: Dict[str, List[Tuple[str, Taken]]]
     taken_over: List[Dict[str, Any]]
     _timers: Dict[str, Any]
+    _down_since: Dict[str, float]
+    #: Node ids unrouted for the failover timeout (and not back since).
+    lost: Set[str]
+    #: Copies of lost or restarted nodes that another node is to take
+    #: over, by node id: kept in case that node is lost too.
+    kept: Dict[str, StandbyCopy]
+    failover_timeout: float
+    #: Per kept copy's node id: the call that drops it, a timeout after
+    #: its node came back as a new process with its taker routed.
+    _drops: Dict[str, Any]
+
+    # -- the taker ------------------------------------------------------------------
+
+    def taker_of(self, node_id: str) -> str:
+        """
+        The node that takes over ``node_id``'s copy: the smallest node id
+        among this node, its routed peers and its peers unrouted for less
+        than the timeout, ``node_id`` excepted.
+        """
+        candidates = {self.node_id}
+        candidates.update(peer.node_id for peer in self.peers.values())
+        candidates.update(other for other in self._down_since if other not in self.lost)
+        candidates.discard(node_id)
+        return min(candidates)
+
+    def _routed_epoch(self, node_id: str) -> Optional[str]:
+        """The epoch ``node_id`` is routed in now, or None."""
+        for peer in self.peers.values():
+            if peer.node_id == node_id:
+                return peer.epoch
+        return None
 
     # -- failover -----------------------------------------------------------------
 
     def _failover(self, node_id: str) -> None:
         self._timers.pop(node_id, None)
-        self._take_over(node_id, "unreachable")
+        self.lost.add(node_id)
+        self._fail_over(node_id, "unreachable")
+        self._reassess("taker lost")
 
-    def _take_over(self, node_id: str, reason: str) -> None:
+    def _fail_over(self, node_id: str, reason: str) -> None:
+        """Take over ``node_id``'s copy if this node is its taker; else keep it aside."""
+        if self.taker_of(node_id) == self.node_id:
+            self._take_over(node_id, reason)
+            return
         copy = self.copies.pop(node_id, None)
+        if copy is None:
+            return
+        self.kept[node_id] = copy
+        self._log.info(
+            "mirror: {peer} {reason}: {taker} takes over its {count} messages; "
+            "copy kept here until that is safe",
+            peer=node_id,
+            reason=reason,
+            taker=self.taker_of(node_id),
+            count=copy.count(),
+        )
+        self._reassess(reason)
+
+    def _reassess(self, reason: str) -> None:
+        """
+        The view changed: each kept copy is taken over if this node is now
+        its taker, or dropped if its node is back as a new process while its
+        taker is routed (the taker delivers it).
+        """
+        for node_id, copy in list(self.kept.items()):
+            taker = self.taker_of(node_id)
+            if taker == self.node_id:
+                self._cancel_drop(node_id)
+                self._take_over(node_id, reason, self.kept.pop(node_id))
+                continue
+            epoch = self._routed_epoch(node_id)
+            if epoch is None or epoch == copy.epoch or self._routed_epoch(taker) is None:
+                self._cancel_drop(node_id)
+            elif node_id not in self._drops:
+                # Not at once: the taker may not have seen the restart yet
+                # (it takes over then, or at its own timeout, and mirrors
+                # what it took to us as its own records).
+                self._drops[node_id] = self.clock.callLater(
+                    self.failover_timeout, self._drop_kept, node_id
+                )
+
+    def _cancel_drop(self, node_id: str) -> None:
+        call = self._drops.pop(node_id, None)
+        if call is not None and call.active():
+            call.cancel()
+
+    def _drop_kept(self, node_id: str) -> None:
+        """Drop the kept copy of ``node_id`` if its taker is still routed and it still is not this node."""
+        self._drops.pop(node_id, None)
+        copy = self.kept.get(node_id)
+        if copy is None:
+            return
+        taker = self.taker_of(node_id)
+        epoch = self._routed_epoch(node_id)
+        if (
+            taker != self.node_id
+            and epoch is not None
+            and epoch != copy.epoch
+            and self._routed_epoch(taker) is not None
+        ):
+            del self.kept[node_id]
+            if self.journal is not None and node_id not in self.copies:
+                self.journal.discard(node_id)
+            self._log.info(
+                "mirror: dropped kept copy of {peer} ({count} messages): "
+                "{taker} took it over",
+                peer=node_id,
+                count=copy.count(),
+                taker=taker,
+            )
+
+    def _take_over(self, node_id: str, reason: str, copy: Optional[StandbyCopy] = None) -> None:
+        if copy is None:
+            copy = self.copies.pop(node_id, None)
         if copy is None:
             return
         taken: Dict[Tuple[str, str], List[bytes]] = {}
         moved = copy.take_over(self.broker, taken, self.clock.seconds())
         if taken:
             self.taken_ids.setdefault(node_id, []).append((copy.epoch, taken))
-        if self.journal is not None:
+        if self.journal is not None and node_id not in self.copies:
             self.journal.discard(node_id)
         self.taken_over.append(
             {

@@ -27,6 +27,7 @@ class MirrorStats:
     heartbeat: Tuple[float, float]
     peers: Dict[str, MirrorPeer]
     copies: Dict[str, StandbyCopy]
+    kept: Dict[str, StandbyCopy]
     taken_over: List[Dict[str, Any]]
     taken_ids: Dict[str, List[Tuple[str, Taken]]]
     seq: int
@@ -142,5 +143,6 @@ class MirrorStats:
                 node_id: round(now - since, 3) for node_id, since in self._down_since.items()
             },
             "copies": [copy.stats() for copy in self.copies.values()],
+            "kept_copies": [copy.stats() for copy in self.kept.values()],
             "taken_over": list(self.taken_over),
         }
