@@ -1317,6 +1317,7 @@ class Wire:
 
     def __init__(self, left: Side, right: Side) -> None:
         self.ends = (left, right)
+        assert right.node.advertise is not None
         port = right.node.advertise[1]
         left.node.start(["nats-route://127.0.0.1:%d" % (port,)])
         [dial] = [entry for entry in left.dials.pending if entry[1] == port]
