@@ -20,19 +20,6 @@ from txnsq.nsqadmin.markup import Safe, el, join
 
 __all__ = [
     "Page",
-    "channel_page",
-    "error_page",
-    "layout",
-    "lookup_page",
-    "node_page",
-    "nodes_page",
-    "sparkline",
-    "topic_page",
-    "topics_page",
-]
-
-__all__ = [
-    "Page",
     "REFRESH_MS",
     "action_buttons",
     "button",
