@@ -32,7 +32,7 @@ MAX_LAG_BYTES = 64 * 1024 * 1024
 
 class AckGate:
     """
-    :class:`~txnsq.cluster.mirror.Mirror`'s sending of payloads and the
+    :class:`Mirror <txnsq.cluster.mirror.Mirror>`'s sending of payloads and the
     gate holding producers until the peers have acked them.
     """
 

@@ -10,13 +10,13 @@ This module holds the handlers and the route table, :data:`ROUTES`; Go's
 design around them is shared with the other daemons in :mod:`txnsq.http`:
 
 - :mod:`txnsq.http.routes`: routes registered with
-  :func:`~txnsq.http.routes.go_route` and httprouter's answers to a miss
+  :func:`go_route <txnsq.http.routes.go_route>` and httprouter's answers to a miss
   (redirects, ``405`` with ``Allow``, ``404``);
 - :mod:`txnsq.http.api`: Go's ``internal/http_api`` reply styles
   (``v1``, ``text``; ``raw`` handlers write their own headers), its
   request log line and the request readers;
 - :mod:`txnsq.http.pprof` (``/debug/pprof``) and :mod:`txnsq.http.site`
-  (the :class:`Site` and Go's answer to bytes that are not HTTP);
+  (the ``twisted.web.server.Site`` and Go's answer to bytes that are not HTTP);
 - :mod:`txnsq.protocol.http_params` and :mod:`txnsq.protocol.go_json`:
   query strings and bodies parsed, and JSON written, as Go does;
 - :mod:`txnsq.nsqd.http_config` (``/config``) is nsqd's own.

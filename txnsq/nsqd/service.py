@@ -63,7 +63,7 @@ class NSQDService(MultiService):
     :param options: the daemon's settings (``NSQDOptions``).
     :param reactor: the reactor to listen with and take time from
         (``IReactorTCP`` and ``IReactorTime``:
-        :class:`~txnsq.reactors.ServiceReactor`); the global reactor when
+        :class:`ServiceReactor <txnsq.reactors.ServiceReactor>`); the global reactor when
         omitted.
     :param storage: the storage backend, an ``IStorageBackend`` or the
         name of one; ``options.storage`` when omitted.
