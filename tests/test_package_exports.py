@@ -1,14 +1,19 @@
 """
 The daemons' packages export their services, options and flag parsers
-(``from txnsq.nsqd import NSQDService``), imported when first used.
+(``from txnsq.nsqd import NSQDService``), imported when first used; every
+package declares which of its submodules are public.
 """
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import subprocess
 import sys
 
 from twisted.trial.unittest import SynchronousTestCase
+
+from tests.public_api import declared_submodules, packages, public_modules
 
 
 class ExportTests(SynchronousTestCase):
@@ -60,3 +65,45 @@ class ExportTests(SynchronousTestCase):
         )
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, check=True, text=True)
         self.assertEqual(out.stdout.split(), ["False", "False"])
+
+
+class DeclaredAPITests(SynchronousTestCase):
+    """
+    Each package says which of its submodules are public, and what is
+    public exists.
+    """
+
+    def test_every_package_declares(self) -> None:
+        """Every package's docstring has a paragraph that starts "Public API:"."""
+        self.assertEqual([p for p in packages() if declared_submodules(p) is None], [])
+
+    def test_declared_submodules_exist(self) -> None:
+        """A package declares public only submodules of its own that exist."""
+        wrong = []
+        for package in packages():
+            for module in sorted(declared_submodules(package) or ()):
+                if module.rpartition(".")[0] != package or importlib.util.find_spec(module) is None:
+                    wrong.append(module)
+        self.assertEqual(wrong, [])
+
+    def test_private_packages_declare_nothing(self) -> None:
+        """A package that is not public declares no public submodule."""
+        public = public_modules()
+        declaring = [p for p in packages() if p not in public and declared_submodules(p)]
+        self.assertEqual(declaring, [])
+
+    def test_public_names_exist(self) -> None:
+        """Every name in a public module's __all__ exists (lazy exports too), and none is a private submodule."""
+        public = public_modules()
+        missing = []
+        private = []
+        for name in sorted(public):
+            module = importlib.import_module(name)
+            for member in getattr(module, "__all__", ()):
+                dotted = name + "." + member
+                if not hasattr(module, member):
+                    missing.append(dotted)
+                elif hasattr(module, "__path__") and dotted not in public and importlib.util.find_spec(dotted):
+                    private.append(dotted)
+        self.assertEqual(missing, [], "names that do not exist")
+        self.assertEqual(private, [], "private submodules in a public __all__")

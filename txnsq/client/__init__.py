@@ -15,6 +15,13 @@ nsqd, messages, and publishing over TCP (:class:`Producer`) or HTTP
   ``MetaqReader``: retained topics read by offset over the MetaQ protocol
 
 Nothing here imports the global reactor at import time.
+
+Public API: the names in ``__all__``, and the submodules
+:mod:`txnsq.client.consumer`, :mod:`txnsq.client.producer`,
+:mod:`txnsq.client.message`, :mod:`txnsq.client.connection`,
+:mod:`txnsq.client.http_publish`, :mod:`txnsq.client.metaq` and
+:mod:`txnsq.client.aio` (the producer and the consumer for asyncio).
+Every other submodule is private.
 """
 
 from txnsq.client.config import ConnectionConfig

@@ -14,6 +14,8 @@ route table and handlers live in its package (``txnsq.nsqd.http``,
   stacks, memory summary, ``ReactorProfiler``)
 - :mod:`txnsq.http.site`: ``GoSite``, the quiet ``twisted.web.server.Site`` answering
   bytes that are not HTTP as Go's net/http does
+
+Public API: none.  This package is private to txnsq.
 """
 
 __all__ = ["api", "pprof", "profiles", "routes", "site"]

@@ -41,6 +41,8 @@ from txnsq.storage.plugins import get_storage_backend
 if TYPE_CHECKING:
     from txnsq.nsqd.statsd import StatsdService
 
+__all__ = ["NSQDService", "main"]
+
 
 #: How long a clean shutdown waits at most for the FINs of in-flight
 #: messages (it goes on as soon as none is in flight).
