@@ -6,11 +6,15 @@ names, with ``:mod:`` references, which of its submodules are public; a
 package or module is public when its parent package declares it so
 (``txnsq`` itself is).  In a public module the names of its ``__all__``
 are public.  Everything else is private.
+
+``pydoctor.ini`` says the same to pydoctor with its ``privacy`` list;
+:func:`pydoctor_privacy` reads that list for the tests to compare.
 """
 
 from __future__ import annotations
 
 import ast
+import configparser
 import importlib
 import os
 import re
@@ -23,6 +27,7 @@ __all__ = [
     "is_public",
     "packages",
     "public_modules",
+    "pydoctor_privacy",
 ]
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -114,3 +119,13 @@ def is_public(dotted: str) -> bool:
         return True
     return rest[0] in getattr(importlib.import_module(module), "__all__", ())
 
+
+def pydoctor_privacy() -> Dict[str, List[str]]:
+    """``pydoctor.ini``'s privacy list: the patterns and names, by privacy."""
+    config = configparser.ConfigParser()
+    config.read(os.path.join(ROOT, "pydoctor.ini"), encoding="utf-8")
+    privacy: Dict[str, List[str]] = {}
+    for line in config["pydoctor"]["privacy"].split():
+        kind, _, pattern = line.partition(":")
+        privacy.setdefault(kind.upper(), []).append(pattern)
+    return privacy

@@ -1,7 +1,8 @@
 """
 The daemons' packages export their services, options and flag parsers
 (``from txnsq.nsqd import NSQDService``), imported when first used; every
-package declares which of its submodules are public.
+package declares which of its submodules are public, and pydoctor's
+privacy list agrees.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import sys
 
 from twisted.trial.unittest import SynchronousTestCase
 
-from tests.public_api import declared_submodules, packages, public_modules
+from tests.public_api import declared_submodules, defined_in_init, packages, public_modules, pydoctor_privacy
 
 
 class ExportTests(SynchronousTestCase):
@@ -69,8 +70,8 @@ class ExportTests(SynchronousTestCase):
 
 class DeclaredAPITests(SynchronousTestCase):
     """
-    Each package says which of its submodules are public, and what is
-    public exists.
+    Each package says which of its submodules are public; what is public
+    exists, and pydoctor.ini marks the same things public.
     """
 
     def test_every_package_declares(self) -> None:
@@ -107,3 +108,20 @@ class DeclaredAPITests(SynchronousTestCase):
                     private.append(dotted)
         self.assertEqual(missing, [], "names that do not exist")
         self.assertEqual(private, [], "private submodules in a public __all__")
+
+    def test_pydoctor_privacy(self) -> None:
+        """
+        pydoctor.ini marks public exactly the declared modules and the
+        public names packages define themselves, and marks everything else
+        directly under each public package private.
+        """
+        public = public_modules()
+        public_packages = sorted(p for p in packages() if p in public)
+        expected = set(public) - {"txnsq"}
+        for package in public_packages:
+            exported = getattr(importlib.import_module(package), "__all__", ())
+            expected.update(package + "." + name for name in exported if name in defined_in_init(package))
+        privacy = pydoctor_privacy()
+        self.assertEqual(sorted(privacy["PUBLIC"]), sorted(expected))
+        self.assertEqual(sorted(privacy["PRIVATE"]), sorted(p + ".*" for p in public_packages))
+
