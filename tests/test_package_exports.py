@@ -2,7 +2,8 @@
 The daemons' packages export their services, options and flag parsers
 (``from txnsq.nsqd import NSQDService``), imported when first used; every
 package declares which of its submodules are public, and pydoctor's
-privacy list agrees.
+privacy list agrees; names that moved still import from where they were,
+with a DeprecationWarning.
 """
 
 from __future__ import annotations
@@ -125,3 +126,48 @@ class DeclaredAPITests(SynchronousTestCase):
         self.assertEqual(sorted(privacy["PUBLIC"]), sorted(expected))
         self.assertEqual(sorted(privacy["PRIVATE"]), sorted(p + ".*" for p in public_packages))
 
+
+#: Names txnsq.nsqd.http re-exported after they moved: their new homes.
+MOVED_FROM_NSQD_HTTP = {
+    "APIError": "txnsq.protocol.http_params",
+    "CONFIG_OPTIONS": "txnsq.nsqd.http_config",
+    "go_json": "txnsq.protocol.go_json",
+    "parse_mpub_binary": "txnsq.protocol.http_params",
+    "parse_mpub_lines": "txnsq.protocol.http_params",
+    "parse_query": "txnsq.protocol.http_params",
+}
+
+
+class MovedNamesTests(SynchronousTestCase):
+    """Old import paths keep working and say that they are deprecated."""
+
+    def test_nsqd_http_moved_names(self) -> None:
+        """Each name that moved out of txnsq.nsqd.http is still there, the same object, with a DeprecationWarning naming its new home."""
+        from txnsq.nsqd import http
+
+        for name, home in sorted(MOVED_FROM_NSQD_HTTP.items()):
+            self.assertIs(getattr(http, name), getattr(importlib.import_module(home), name))
+            warnings = self.flushWarnings([self.test_nsqd_http_moved_names])
+            self.assertEqual(len(warnings), 1, name)
+            self.assertIs(warnings[0]["category"], DeprecationWarning)
+            self.assertEqual(
+                warnings[0]["message"],
+                "txnsq.nsqd.http.%s was deprecated in txnsq 0.1.0: use %s.%s instead" % (name, home, name),
+            )
+
+    def test_nsqd_http_from_import(self) -> None:
+        """``from txnsq.nsqd.http import APIError`` works and warns."""
+        from txnsq.nsqd.http import APIError
+        from txnsq.protocol.http_params import APIError as moved
+
+        self.assertIs(APIError, moved)
+        warnings = self.flushWarnings([self.test_nsqd_http_from_import])
+        self.assertEqual([w["category"] for w in warnings], [DeprecationWarning])
+
+    def test_nsqd_http_own_names_quiet(self) -> None:
+        """The module's own names (NSQDHTTPAPI, ROUTES) import with no warning."""
+        from txnsq.nsqd.http import ROUTES, NSQDHTTPAPI
+
+        self.assertTrue(ROUTES)
+        self.assertTrue(NSQDHTTPAPI)
+        self.assertEqual(self.flushWarnings(), [])
