@@ -281,6 +281,7 @@ PRIVATE_MENTIONS: Dict[str, str] = {
     "txnsq.storage.log_retention": "storage.md: where the retained log's retention is",
 }
 
+_API_LINK = re.compile(r"\]\(([^)#]*build/apidocs/([\w.]+)\.html)(?:#(\w+))?\)")
 _FROM_IMPORT = re.compile(r"\bfrom\s+(txnsq[\w.]*)\s+import\s+(\([^)]*\)|[\w, ]+)")
 _DOTTED = re.compile(r"(?<![\w./])txnsq(?:\.[A-Za-z_]\w*)+")
 
@@ -416,3 +417,21 @@ class DocAPITests(SynchronousTestCase):
         names = {module + "." + name for module, name in imports} | set(dotted)
         untested = [n for n in sorted(names - set(PRIVATE_MENTIONS)) if not used_by_a_test(n)]
         self.assertEqual(untested, [])
+
+    def test_api_links(self) -> None:
+        """Each link into the API reference is relative to build/apidocs and names an object that exists."""
+        wrong = []
+        count = 0
+        for path in user_docs():
+            with open(path, encoding="utf-8") as doc:
+                text = doc.read()
+            for target, page, anchor in _API_LINK.findall(text):
+                count += 1
+                where = os.path.normpath(os.path.join(os.path.dirname(path), target))
+                name = page + ("." + anchor if anchor else "")
+                if where != os.path.join(_ROOT, "build", "apidocs", page + ".html"):
+                    wrong.append("%s: %s is not under build/apidocs" % (os.path.relpath(path, _ROOT), target))
+                elif page != "index" and not exists(name):
+                    wrong.append("%s: %s does not exist" % (os.path.relpath(path, _ROOT), name))
+        self.assertEqual(wrong, [])
+        self.assertGreater(count, 0)
