@@ -1,6 +1,9 @@
 """
 Every public name ``docs/embedding.md`` and ``docs/testing.md`` show is
-real and exercised by a test.
+real and exercised by a test; every txnsq name any page, the README or an
+example imports or spells out (``txnsq.x.Y``) is real, part of the
+declared public API (:mod:`tests.public_api`) and used by a test, unless
+it is listed here as a private name a page names on purpose.
 
 Each page's code spans (outside its examples, which run as tests of their
 own: ``tests/test_docs_embedding.py``, ``tests/test_docs_testing.py``) are
@@ -15,13 +18,17 @@ dataclass field), and some test module must use it together with its owner.
 from __future__ import annotations
 
 import dataclasses
+import glob
 import importlib
+import importlib.util
 import inspect
 import os
 import re
 from typing import Any, Dict, List, Set, Tuple
 
 from twisted.trial.unittest import SynchronousTestCase
+
+from tests.public_api import is_public
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _TESTS = os.path.join(_ROOT, "tests")
@@ -251,3 +258,180 @@ class DocNamesTests(SynchronousTestCase):
         self.assertFalse(has_member(_resolve_owner(_NSQD), "no_such_endpoint"))
         self.assertTrue(has_member(_resolve_owner(_NSQD), "tcp_endpoint"))
         self.assertFalse(exercised(_NSQD, "no_such_endpoint"))
+
+
+#: Private names the pages name on purpose, and why: where a figure was
+#: measured, where a format lives.  Each must still exist, be named and
+#: be private; a name that becomes public leaves this list.
+PRIVATE_MENTIONS: Dict[str, str] = {
+    "txnsq.http.routes": "performance.md: which routing the HTTP figures include",
+    "txnsq.nsqd.memstats.memory_stats": "http.md: what each /stats memory field holds",
+    "txnsq.nsqd.script": "performance.md: the console script's start-up cost",
+    "txnsq.nsqd.tcp._compiled_message_frame": "performance.md: how the pure delivery path was measured",
+    "txnsq.plain_reactor": "performance.md: the console script's start-up cost",
+    "txnsq.protocol._message": "performance.md: the compiled speed-ups",
+    "txnsq.protocol._v2": "performance.md: the compiled speed-ups",
+    "txnsq.protocol.message": "performance.md: what a compiled speed-up accelerates",
+    "txnsq.protocol.v2.V2CommandParser": "performance.md: what a compiled speed-up accelerates",
+    "txnsq.spark.datasource": "spark.md: the data source's import cost",
+    "txnsq.storage._diskqueue_format": "performance.md: the compiled speed-ups",
+    "txnsq.storage._log_format": "performance.md: the compiled speed-ups",
+    "txnsq.storage.diskqueue_format": "performance.md: what a compiled speed-up accelerates",
+    "txnsq.storage.log_format": "storage.md and performance.md: where the retained log's record format is",
+    "txnsq.storage.log_retention": "storage.md: where the retained log's retention is",
+}
+
+_API_LINK = re.compile(r"\]\(([^)#]*build/apidocs/([\w.]+)\.html)(?:#(\w+))?\)")
+_FROM_IMPORT = re.compile(r"\bfrom\s+(txnsq[\w.]*)\s+import\s+(\([^)]*\)|[\w, ]+)")
+_DOTTED = re.compile(r"(?<![\w./])txnsq(?:\.[A-Za-z_]\w*)+")
+
+
+def user_docs() -> List[str]:
+    """The README, every page under docs/ and every example, as paths."""
+    found = [os.path.join(_ROOT, "README.md")]
+    found += sorted(glob.glob(os.path.join(_ROOT, "docs", "**", "*.md"), recursive=True))
+    found += sorted(glob.glob(os.path.join(_ROOT, "examples", "*.py")))
+    return found
+
+
+def mentioned() -> Tuple[Dict[Tuple[str, str], Set[str]], Dict[str, Set[str]]]:
+    """
+    What the docs use of txnsq: the ``(module, name)`` pairs of their
+    ``from txnsq... import`` statements, and the dotted names they spell
+    out, each with the files that have it.
+    """
+    imports: Dict[Tuple[str, str], Set[str]] = {}
+    dotted: Dict[str, Set[str]] = {}
+    for path in user_docs():
+        with open(path, encoding="utf-8") as doc:
+            text = doc.read()
+        where = os.path.relpath(path, _ROOT)
+        for statement in _FROM_IMPORT.finditer(text):
+            for name in re.findall(r"\w+", statement.group(2)):
+                imports.setdefault((statement.group(1), name), set()).add(where)
+        for name in _DOTTED.findall(text):
+            dotted.setdefault(name, set()).add(where)
+    return imports, dotted
+
+
+def exists(dotted: str) -> bool:
+    """
+    Whether a dotted name is a module (or a compiled speed-up, whose C
+    source is enough: it is built only on CPython), or a name in one.
+    """
+    parts = dotted.split(".")
+    for cut in range(len(parts), 0, -1):
+        name = ".".join(parts[:cut])
+        try:
+            spec = importlib.util.find_spec(name)
+        except ImportError:  # a name inside a module, not a submodule
+            spec = None
+        if spec is None:
+            if cut == len(parts) and os.path.exists(os.path.join(_ROOT, *parts) + ".c"):
+                return True
+            continue
+        found: Any = importlib.import_module(name) if cut < len(parts) else None
+        for part in parts[cut:]:
+            if not hasattr(found, part):
+                return False
+            found = getattr(found, part)
+        return True
+    return False
+
+
+_test_texts: List[str] = []
+
+
+def used_by_a_test(dotted: str) -> bool:
+    """
+    Whether some test module (of any suite: tests, tests_spark,
+    tests_browser) imports a module, or names a module's name together
+    with its module.
+    """
+    if not _test_texts:
+        for suite in ("tests", "tests_spark", "tests_browser"):
+            for root, _, files in os.walk(os.path.join(_ROOT, suite)):
+                for filename in files:
+                    path = os.path.join(root, filename)
+                    if filename.endswith(".py") and os.path.abspath(path) != os.path.abspath(__file__):
+                        with open(path, encoding="utf-8") as source:
+                            _test_texts.append(source.read())
+    if _is_module(dotted):
+        return any(re.search(r"\b%s\b" % (re.escape(dotted),), text) for text in _test_texts)
+    owner, _, member = dotted.rpartition(".")
+    words = [r"\b%s\b" % (re.escape(w),) for w in (owner.rsplit(".", 1)[-1], member)]
+    return any(all(re.search(w, text) for w in words) for text in _test_texts)
+
+
+def _is_module(dotted: str) -> bool:
+    """Whether a dotted name is a module (rather than a name in one)."""
+    try:
+        return importlib.util.find_spec(dotted) is not None
+    except ImportError:
+        return False
+
+
+class DocAPITests(SynchronousTestCase):
+    """What the docs import or name of txnsq is real, public and tested."""
+
+    def test_imports_public(self) -> None:
+        """Each name a page imports from txnsq exists, in the __all__ of a public module."""
+        imports, _ = mentioned()
+        wrong = []
+        for (module, name), where in sorted(imports.items()):
+            if not (exists(module + "." + name) and is_public(module + "." + name)):
+                wrong.append("%s: from %s import %s" % (", ".join(sorted(where)), module, name))
+        self.assertEqual(wrong, [])
+
+    def test_imports_found(self) -> None:
+        """The import statements are read, the parenthesised ones too (so that the check can fail)."""
+        imports, dotted = mentioned()
+        self.assertIn(("txnsq.client", "Consumer"), imports)
+        self.assertIn(("txnsq.protocol.metaq_record", "validate_records"), imports)
+        self.assertIn("txnsq.client.metaq.records_since", dotted)
+        self.assertFalse(is_public("txnsq.nsqd.tcp"))
+        self.assertFalse(exists("txnsq.client.NoSuchThing"))
+
+    def test_dotted_names_public(self) -> None:
+        """Each ``txnsq.x.Y`` a page spells out exists and is public, or is a listed private mention."""
+        _, dotted = mentioned()
+        wrong = []
+        for name, where in sorted(dotted.items()):
+            if name in PRIVATE_MENTIONS:
+                continue
+            if not exists(name):
+                wrong.append("%s: %s does not exist" % (", ".join(sorted(where)), name))
+            elif not is_public(name):
+                wrong.append("%s: %s is private" % (", ".join(sorted(where)), name))
+        self.assertEqual(wrong, [])
+
+    def test_private_mentions_current(self) -> None:
+        """Each listed private mention is still on a page, still exists and is still private."""
+        _, dotted = mentioned()
+        stale = [n for n in sorted(PRIVATE_MENTIONS) if n not in dotted or not exists(n) or is_public(n)]
+        self.assertEqual(stale, [])
+
+    def test_public_names_tested(self) -> None:
+        """Each public name the docs import or spell out is used by a test."""
+        imports, dotted = mentioned()
+        names = {module + "." + name for module, name in imports} | set(dotted)
+        untested = [n for n in sorted(names - set(PRIVATE_MENTIONS)) if not used_by_a_test(n)]
+        self.assertEqual(untested, [])
+
+    def test_api_links(self) -> None:
+        """Each link into the API reference is relative to build/apidocs and names an object that exists."""
+        wrong = []
+        count = 0
+        for path in user_docs():
+            with open(path, encoding="utf-8") as doc:
+                text = doc.read()
+            for target, page, anchor in _API_LINK.findall(text):
+                count += 1
+                where = os.path.normpath(os.path.join(os.path.dirname(path), target))
+                name = page + ("." + anchor if anchor else "")
+                if where != os.path.join(_ROOT, "build", "apidocs", page + ".html"):
+                    wrong.append("%s: %s is not under build/apidocs" % (os.path.relpath(path, _ROOT), target))
+                elif page != "index" and not exists(name):
+                    wrong.append("%s: %s does not exist" % (os.path.relpath(path, _ROOT), name))
+        self.assertEqual(wrong, [])
+        self.assertGreater(count, 0)

@@ -459,7 +459,7 @@ def format_usage(flags: Iterable[Flag], program: Optional[str]) -> str:
 
 
 def _unquote_usage(flag: Flag) -> "tuple[str, str]":
-    """Go's UnquoteUsage: a `back-quoted` word in the help names the value."""
+    """Go's UnquoteUsage: a word in back quotes in the help names the value."""
     text = flag.help
     start = text.find("`")
     if start >= 0:

@@ -3,7 +3,7 @@
 Listen flags (``--tcp-address``, ``--http-address`` ... of every daemon):
 Go's ``host:port``, a socket path or a Twisted server endpoint description,
 checked and turned into the endpoint description that
-:func:`twisted.internet.endpoints.serverFromString` reads.  Sans-IO: nothing
+``twisted.internet.endpoints.serverFromString`` reads.  Sans-IO: nothing
 listens here.
 """
 

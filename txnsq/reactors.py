@@ -1,9 +1,9 @@
 """
 The reactor the daemons' services are given, as a type: what
 ``IReactorTime`` and ``IReactorTCP`` promise, as a structural
-:class:`typing.Protocol` (a zope interface cannot be intersected in a type).
-Twisted's reactors, :class:`twisted.internet.task.Clock`-based test
-reactors such as :class:`twisted.internet.testing.MemoryReactorClock`,
+``typing.Protocol`` (a zope interface cannot be intersected in a type).
+Twisted's reactors, ``twisted.internet.task.Clock``-based test
+reactors such as ``twisted.internet.testing.MemoryReactorClock``,
 and any object with these methods fit.
 """
 

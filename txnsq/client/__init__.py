@@ -4,8 +4,8 @@ nsqd, messages, and publishing over TCP (:class:`Producer`) or HTTP
 (:class:`HTTPPublisher`).
 
 - :mod:`txnsq.client.consumer`: :class:`Consumer`, with RDY distribution
-  (:mod:`~txnsq.client.rdy`), backoff (:mod:`~txnsq.client.backoff`) and
-  nsqlookupd discovery (:mod:`~txnsq.client.discovery`)
+  (:mod:`rdy <txnsq.client.rdy>`), backoff (:mod:`backoff <txnsq.client.backoff>`) and
+  nsqlookupd discovery (:mod:`discovery <txnsq.client.discovery>`)
 - :mod:`txnsq.client.message`: :class:`Message` and its answers (FIN, REQ, TOUCH)
 - :mod:`txnsq.client.connection`: :class:`NSQConnection`, :class:`ConnectionConfig`,
   :func:`connect`
@@ -15,15 +15,18 @@ nsqd, messages, and publishing over TCP (:class:`Producer`) or HTTP
   ``MetaqReader``: retained topics read by offset over the MetaQ protocol
 
 Nothing here imports the global reactor at import time.
+
+Public API: the names in ``__all__``, and the submodules
+:mod:`txnsq.client.consumer`, :mod:`txnsq.client.producer`,
+:mod:`txnsq.client.message`, :mod:`txnsq.client.connection`,
+:mod:`txnsq.client.http_publish`, :mod:`txnsq.client.metaq` and
+:mod:`txnsq.client.aio` (the producer and the consumer for asyncio).
+Every other submodule is private.
 """
 
-from txnsq.client.connection import (
-    ConnectionConfig,
-    ConnectionDelegate,
-    NSQConnection,
-    NSQConnectionError,
-    connect,
-)
+from txnsq.client.config import ConnectionConfig
+from txnsq.client.connection import NSQConnection, connect
+from txnsq.client.delegate import ConnectionDelegate, NSQConnectionError
 from txnsq.client.consumer import Consumer
 from txnsq.client.http_publish import HTTPPublisher, NSQHTTPError
 from txnsq.client.message import Message

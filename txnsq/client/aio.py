@@ -152,7 +152,7 @@ class Consumer:
     Consumes a channel (:class:`txnsq.client.consumer.Consumer`) from
     asyncio code: ``start()``, then ``await close()`` (or ``async with``).
 
-    :param handler: called with each :class:`~txnsq.client.message.Message`;
+    :param handler: called with each :class:`Message <txnsq.client.message.Message>`;
         a plain function or an ``async def``, answering as the Twisted
         consumer's handler does.
     :param kwargs: the Twisted consumer's other parameters

@@ -2,7 +2,7 @@
 """
 The commands a ready client connection sends: SUB, PUB, MPUB, DPUB and RDY,
 which :class:`txnsq.client.connection.NSQConnection` answers with
-Deferreds, and FIN, REQ and TOUCH, which a :class:`~txnsq.client.message.Message`
+Deferreds, and FIN, REQ and TOUCH, which a :class:`Message <txnsq.client.message.Message>`
 sends through its connection (its ``MessageDelegate``) and which wait for
 nothing.
 

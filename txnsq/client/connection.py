@@ -2,8 +2,8 @@
 """
 One client connection to one nsqd: :class:`NSQConnection` (a Twisted
 ``Protocol``) and :func:`connect`; its settings are
-:class:`~txnsq.client.config.ConnectionConfig`, what it reports to its owner
-a :class:`~txnsq.client.delegate.ConnectionDelegate`.
+:class:`ConnectionConfig <txnsq.client.config.ConnectionConfig>`, what it reports to its owner
+a :class:`ConnectionDelegate <txnsq.client.delegate.ConnectionDelegate>`.
 
 A connection goes through the handshake's states (identifying, tls,
 compression, auth: :class:`txnsq.protocol.handshake.ClientHandshake`, whose
@@ -235,7 +235,7 @@ class NSQConnection(ConnectionCommands, ConnectionClosing, Protocol):
     def connectionLost(self, reason: Failure = None) -> None:  # type: ignore[assignment]
         """
         Fail what waits (pending commands with :class:`NSQConnectionError`,
-        or ``connect``), tell the delegate once, fire :meth:`close`'s
+        or ``connect``), tell the delegate once, fire :meth:`close <txnsq.client.closing.ConnectionClosing.close>`'s
         Deferreds.
         """
         if self._lost:

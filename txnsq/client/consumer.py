@@ -7,11 +7,11 @@ It holds one connection per nsqd, found directly (``nsqd_tcp_addresses``,
 reconnected with exponential delays when lost) or through nsqlookupd
 (:mod:`txnsq.client.discovery`; a lost connection comes back when a later
 poll still lists its nsqd). RDY counts are managed by
-:class:`~txnsq.client.rdy.RDYController` and backoff by
-:class:`~txnsq.client.backoff.BackoffState`; this module wires them to the
+:class:`RDYController <txnsq.client.rdy.RDYController>` and backoff by
+:class:`BackoffState <txnsq.client.backoff.BackoffState>`; this module wires them to the
 connections, the handler and the clock.
 
-The handler is called with each :class:`~txnsq.client.message.Message`:
+The handler is called with each :class:`Message <txnsq.client.message.Message>`:
 
 - ``True`` or ``None``: the message is finished (FIN);
 - ``False``: it is requeued (REQ) with a delay growing with its attempts,
@@ -144,7 +144,7 @@ class Consumer:
     :param connect: makes connections (tests pass a fake);
         :func:`txnsq.client.connection.connect` when omitted.
     :param lookupd_request: sends ``GET url`` to lookupds; a
-        :class:`~txnsq.http_client.GoHTTPClient`'s when omitted.
+        :class:`GoHTTPClient <txnsq.http_client.GoHTTPClient>`'s when omitted.
     :param rng: random choices (RDY redistribution, jitter).
     :param reconnect_delay: seconds before the first reconnection to a
         direct nsqd; doubled at each failure...

@@ -67,8 +67,8 @@ class HTTPPublisher:
 
     Each publish returns a Deferred firing with ``None`` on ``200``, or
     failing with :class:`NSQHTTPError` (nsqd's error message as ``code``),
-    :class:`~txnsq.protocol.v2_client.NSQError` (an invalid topic name, not
-    sent) or :class:`~txnsq.client.connection.NSQConnectionError` (no
+    :class:`NSQError <txnsq.protocol.v2_client.NSQError>` (an invalid topic name, not
+    sent) or :class:`NSQConnectionError <txnsq.client.connection.NSQConnectionError>` (no
     answer: refused, timed out, cut short).
 
     :param nsqd_http_address: ``host:port`` of nsqd's HTTP (or HTTPS) listener.

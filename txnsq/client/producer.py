@@ -2,7 +2,7 @@
 """
 Publishing over nsqd's TCP protocol: :class:`Producer`.
 
-A producer keeps at most one :class:`~txnsq.client.connection.NSQConnection`
+A producer keeps at most one :class:`NSQConnection <txnsq.client.connection.NSQConnection>`
 per nsqd address, opened on the first publish that needs it (not at
 construction) and opened again on the next publish after it is lost.
 Publishes go round-robin over the addresses.  An address whose connection
@@ -66,9 +66,9 @@ class Producer:
     Publishes to one or more nsqd over TCP.
 
     Every publish returns a Deferred that fires with ``None`` once nsqd
-    answered OK, or fails with :class:`~txnsq.protocol.v2_client.NSQError`
+    answered OK, or fails with :class:`NSQError <txnsq.protocol.v2_client.NSQError>`
     (nsqd's ``E_*`` answer, or an invalid topic name found before sending)
-    or :class:`~txnsq.client.connection.NSQConnectionError` (no nsqd could
+    or :class:`NSQConnectionError <txnsq.client.connection.NSQConnectionError>` (no nsqd could
     be reached, or the connection was lost before the answer).
 
     :param nsqd_tcp_addresses: ``host:port`` of one nsqd, or several.

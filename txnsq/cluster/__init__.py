@@ -12,6 +12,8 @@ Cluster routes: txnsq as one more server of a NATS cluster.
 
 The route layer (``node``, ``route``, ``interest``, ``subjects``) knows
 nothing of NSQ; the bridge is one user of it.
+
+Public API: none.  This package is private to txnsq.
 """
 
 __all__ = ["bridge", "interest", "node", "route", "service", "subjects"]

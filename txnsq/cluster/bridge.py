@@ -1,6 +1,6 @@
 # -*- test-case-name: tests.test_cluster_bridge -*-
 """
-NSQ topics as NATS subjects, over a :class:`~txnsq.cluster.node.RouteNode`.
+NSQ topics as NATS subjects, over a :class:`RouteNode <txnsq.cluster.node.RouteNode>`.
 
 - A NATS message for ``<prefix>X`` (the node wants ``<prefix>>``) is
   published to NSQ topic ``X``, created as a producer's publish creates

@@ -54,7 +54,7 @@ the sending and ack gate (:mod:`txnsq.cluster.mirror_gate`), the catch-up
 (:mod:`txnsq.cluster.mirror_failover`), the files kept in the data path
 (:mod:`txnsq.cluster.mirror_files`), the /stats figures
 (:mod:`txnsq.cluster.mirror_stats`); a peer is a
-:class:`~txnsq.cluster.mirror_peer.MirrorPeer`.  This module keeps the
+:class:`MirrorPeer <txnsq.cluster.mirror_peer.MirrorPeer>`.  This module keeps the
 state they share, the life of it all, the choice of topics, the
 receiving, and the routes coming and going.
 """
@@ -108,7 +108,7 @@ class Mirror(
     :param node: the route node.
     :param clock: ``IReactorTime``.
     :param node_id: this node's stable mirror id
-        (:func:`~txnsq.cluster.mirror_files.load_node_id`).
+        (:func:`load_node_id <txnsq.cluster.mirror_files.load_node_id>`).
     :param topics: regular expression of mirrored topic names (empty: only
         those named by :meth:`mirror_topic`).
     :param ack: ``"sync"`` or ``"async"``.

@@ -27,7 +27,7 @@ _ALL = 1 << 62
 
 
 class CatchUp:
-    """:class:`~txnsq.cluster.mirror.Mirror`'s catch-up of the peers, in slices."""
+    """:class:`Mirror <txnsq.cluster.mirror.Mirror>`'s catch-up of the peers, in slices."""
 
     broker: Any
     clock: Any

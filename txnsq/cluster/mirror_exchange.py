@@ -37,7 +37,7 @@ Taken = Dict[Tuple[str, str], List[bytes]]
 
 class FailBack:
     """
-    :class:`~txnsq.cluster.mirror.Mirror`'s fail-back exchange, and the
+    :class:`Mirror <txnsq.cluster.mirror.Mirror>`'s fail-back exchange, and the
     delivery it holds at start.
     """
 

@@ -21,7 +21,7 @@ __all__ = ["Failover"]
 
 
 class Failover:
-    """:class:`~txnsq.cluster.mirror.Mirror`'s takeover of a peer's copy."""
+    """:class:`Mirror <txnsq.cluster.mirror.Mirror>`'s takeover of a peer's copy."""
 
     _log: Logger
     broker: Any

@@ -58,7 +58,7 @@ def load_node_id(data_path: str) -> str:
 
 class NamedTopicsFile:
     """
-    :class:`~txnsq.cluster.mirror.Mirror`'s keeping of the topics named by
+    :class:`Mirror <txnsq.cluster.mirror.Mirror>`'s keeping of the topics named by
     ``POST /topic/mirror`` in :attr:`named_file`, one a line.
     """
 

@@ -57,7 +57,7 @@ def unconfirmed(cause: str) -> str:
 
 class AckGate:
     """
-    :class:`~txnsq.cluster.mirror.Mirror`'s sending of payloads and the
+    :class:`Mirror <txnsq.cluster.mirror.Mirror>`'s sending of payloads and the
     gate holding producers until the peers have acked them.
     """
 

@@ -32,7 +32,7 @@ def heartbeat_of(failover_timeout: float) -> Tuple[float, float]:
 
 
 class Heartbeat:
-    """:class:`~txnsq.cluster.mirror.Mirror`'s pings, and its watch for silent peers."""
+    """:class:`Mirror <txnsq.cluster.mirror.Mirror>`'s pings, and its watch for silent peers."""
 
     _log: Logger
     clock: Any

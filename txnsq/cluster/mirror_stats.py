@@ -16,7 +16,7 @@ __all__ = ["MirrorStats"]
 
 
 class MirrorStats:
-    """:class:`~txnsq.cluster.mirror.Mirror`'s figures for /stats."""
+    """:class:`Mirror <txnsq.cluster.mirror.Mirror>`'s figures for /stats."""
 
     broker: Any
     clock: Any

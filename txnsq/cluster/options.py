@@ -2,7 +2,7 @@
 """
 nsqd's cluster settings (``--cluster-*``, ``--routes``, ``--nats-*``,
 ``--mirror-*``): their checks and route URLs.  Values live on
-:class:`~txnsq.nsqd.options.NSQDOptions` under the flags' snake_case names;
+:class:`NSQDOptions <txnsq.nsqd.options.NSQDOptions>` under the flags' snake_case names;
 the flags themselves are in :mod:`txnsq.cluster.flags`.  No IO, no CLI.
 """
 

@@ -2,8 +2,8 @@
 """
 One route connection: the handshake, keepalive and per-connection
 interest of the NATS cluster protocol, as a thin Twisted protocol over
-:class:`~txnsq.protocol.nats_route.RouteParser`.  What to do with routes
-and messages is the :class:`~txnsq.cluster.node.RouteNode`'s business.
+:class:`RouteParser <txnsq.protocol.nats_route.RouteParser>`.  What to do with routes
+and messages is the :class:`RouteNode <txnsq.cluster.node.RouteNode>`'s business.
 
 Handshake, as real nats-server (2.9 to 2.15) needs it (with TLS routes the
 connection is TLS from its first byte, as nats-server's are; the service

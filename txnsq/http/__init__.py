@@ -12,8 +12,10 @@ route table and handlers live in its package (``txnsq.nsqd.http``,
 - :mod:`txnsq.http.pprof`: Go's ``net/http/pprof`` routes and handlers
 - :mod:`txnsq.http.profiles`: the Python profiles behind them (thread
   stacks, memory summary, ``ReactorProfiler``)
-- :mod:`txnsq.http.site`: ``GoSite``, the quiet :class:`Site` answering
+- :mod:`txnsq.http.site`: ``GoSite``, the quiet ``twisted.web.server.Site`` answering
   bytes that are not HTTP as Go's net/http does
+
+Public API: none.  This package is private to txnsq.
 """
 
 __all__ = ["api", "pprof", "profiles", "routes", "site"]

@@ -2,7 +2,7 @@
 """
 The request and reply half of Go's ``internal/http_api``.
 
-A handler returns data or raises :class:`~txnsq.protocol.http_params.APIError`
+A handler returns data or raises :class:`APIError <txnsq.protocol.http_params.APIError>`
 and its route's *style* renders it: ``v1`` (Go's ``RespondV1``:
 ``X-NSQ-Content-Type: nsq; version=1.0``, text for strings, JSON otherwise,
 ``{"message": ...}`` for errors) or ``text`` (Go's ``PlainText``).  Every

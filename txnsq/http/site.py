@@ -1,6 +1,6 @@
 # -*- test-case-name: tests.test_http_site -*-
 """
-The HTTP listener's :class:`Site`, answering bytes that are not HTTP as Go's
+The HTTP listener's ``twisted.web.server.Site``, answering bytes that are not HTTP as Go's
 net/http does.
 
 Go reads a request head line by line (a bare ``\\n`` ends a line too), up to
@@ -67,13 +67,13 @@ class GoHTTPChannel(HTTPChannel):
 
 
 class GoSite(Site):
-    """A quiet :class:`Site` speaking through :class:`GoHTTPChannel`."""
+    """A quiet ``Site`` speaking through :class:`GoHTTPChannel`."""
 
     protocol = GoHTTPChannel  # type: ignore[assignment]
     noisy = False
 
     def __init__(self, resource: Any, *args: Any, **kwargs: Any) -> None:
-        """Serve ``resource`` (an ``IResource``); the rest as :class:`Site` takes it."""
+        """Serve ``resource`` (an ``IResource``); the rest as ``Site`` takes it."""
         Site.__init__(self, resource, *args, **kwargs)
 
     def log(self, request: Any) -> None:

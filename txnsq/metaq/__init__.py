@@ -6,6 +6,8 @@ A thin Twisted adapter (:mod:`txnsq.metaq.server`) over the sans-IO codec
 :mod:`txnsq.protocol.metaq`, calling an :class:`IMetaqBackend`
 (:mod:`txnsq.metaq.backend`): nsqd's broker and its retained logs, or a
 directory of topic logs.  The listener keeps no topics of its own.
+
+Public API: the names in ``__all__``.  The submodules are private.
 """
 
 from __future__ import annotations

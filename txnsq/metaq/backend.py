@@ -8,13 +8,13 @@ implementations of it.
   a put through MetaQ is a publish to the topic, so its channels get the
   message as well, and an NSQ publish to a retained topic is readable
   with ``get``.  The listener keeps no topics of its own.
-- :class:`LogMetaqBackend` serves a set of :class:`~txnsq.storage.topic_log.TopicLog`
+- :class:`LogMetaqBackend` serves a set of :class:`TopicLog <txnsq.storage.topic_log.TopicLog>`
   objects it owns (tests, benchmarks, a log directory served without a
   broker).
 
 Refusals are :class:`MetaqRefused` with the reply's code and text; reads
-raise the log's own :class:`~txnsq.storage.log.OffsetOutOfRange` (301)
-and :class:`~txnsq.storage.log.RecordTooLarge` (``value 0``).
+raise the log's own :class:`OffsetOutOfRange <txnsq.storage.log.OffsetOutOfRange>` (301)
+and :class:`RecordTooLarge <txnsq.storage.log.RecordTooLarge>` (``value 0``).
 """
 
 from __future__ import annotations
@@ -219,7 +219,7 @@ class BrokerMetaqBackend:
     delivers the message to the topic's channels (the payload only when it
     carries an attribute) and raises ``ValueError`` for a bad topic name
     or attribute, ``LookupError`` for a partition the topic does not have,
-    :class:`~txnsq.nsqd.topic.PublishError` when the message could not be
+    :class:`PublishError <txnsq.nsqd.topic.PublishError>` when the message could not be
     published (the log could not be written, a channel is full) and
     ``OSError`` when the log could not be written.
 

@@ -1,7 +1,7 @@
 # -*- test-case-name: tests.test_metaq_server -*-
 """
 The MetaQ listener's Twisted side: bytes in, :class:`MetaqRequestParser`
-items, :class:`~txnsq.metaq.backend.IMetaqBackend` calls, reply bytes out.
+items, :class:`IMetaqBackend <txnsq.metaq.backend.IMetaqBackend>` calls, reply bytes out.
 
 A ``get`` is answered with the ``value`` header and the log's slice of
 whole records in one ``writeSequence``: no per-record work here (the log
@@ -126,7 +126,7 @@ class MetaqFactory(Factory):
     """
     Makes :class:`MetaqServerProtocol`\\s over ``backend``.
 
-    :param backend: an :class:`~txnsq.metaq.backend.IMetaqBackend`.
+    :param backend: an :class:`IMetaqBackend <txnsq.metaq.backend.IMetaqBackend>`.
     :param clock: ``IReactorTime`` (uptime, auth expiry).
     :param max_body_size: the largest ``put`` body (``--max-msg-size``);
         a larger one is a fatal 400.

@@ -32,6 +32,15 @@ To embed one in a Twisted application::
 
 ``NSQAdminService``, ``NSQAdminOptions`` and ``parse_nsqadmin_args`` are
 imported when first used.
+
+Public API: the names in ``__all__``
+(:class:`NSQAdminService <txnsq.nsqadmin.service.NSQAdminService>`,
+:class:`NSQAdminOptions <txnsq.nsqadmin.options.NSQAdminOptions>`,
+:func:`parse_nsqadmin_args <txnsq.nsqadmin.options.parse_nsqadmin_args>`),
+the submodules :mod:`txnsq.nsqadmin.service` and
+:mod:`txnsq.nsqadmin.options` that define them, and :mod:`txnsq.nsqadmin.app`
+(the Klein resource alone, to mount under another site).  Every other
+submodule is private.
 """
 
 from txnsq.lazy import lazy_exports
@@ -40,21 +49,6 @@ __all__ = [
     "NSQAdminOptions",
     "NSQAdminService",
     "parse_nsqadmin_args",
-    "actions",
-    "api",
-    "app",
-    "base",
-    "clusterinfo",
-    "history",
-    "http_client",
-    "markup",
-    "notify",
-    "options",
-    "pages",
-    "service",
-    "stats",
-    "tap",
-    "views",
 ]
 
 _EXPORTS = {

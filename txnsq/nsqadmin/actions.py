@@ -7,7 +7,7 @@ With ``--admin-user`` given, only a request whose ``--acl-http-header``
 of them may act; without it everyone may.  Each action sends the POSTs Go's
 ``clusterinfo`` sends, to every lookupd and every nsqd concerned at once,
 and fires with the failures (a warning to the user, not an error), or
-fails with :class:`~txnsq.nsqadmin.clusterinfo.ClusterUnavailable` when the
+fails with :class:`ClusterUnavailable <txnsq.nsqadmin.clusterinfo.ClusterUnavailable>` when the
 nsqds could not be found at all.
 """
 

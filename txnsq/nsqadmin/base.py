@@ -3,7 +3,7 @@
 What nsqadmin's API handlers and page handlers share: the Klein app and
 route table, asynchronous dispatch in Go's reply styles (plus ``html``
 for pages), the settings, and the gathering of cluster stats (which also
-feeds the :class:`~txnsq.nsqadmin.history.History`).
+feeds the :class:`History <txnsq.nsqadmin.history.History>`).
 
 With ``--base-path /nsq`` every route is served under ``/nsq`` (``/nsq``
 and ``/nsq/`` are the index), as Go registers each route at
@@ -134,7 +134,7 @@ class AdminBase(GoRouter):
         """
         :raises APIError: ``403 CSRF_CROSS_ORIGIN`` or ``403
             CSRF_HEADER_REQUIRED`` for a state-changing request a browser
-            may have been tricked into sending (:func:`~txnsq.nsqadmin.guard.csrf_refusal`).
+            may have been tricked into sending (:func:`csrf_refusal <txnsq.nsqadmin.guard.csrf_refusal>`).
         """
 
         def header(name: bytes) -> Optional[str]:
@@ -239,7 +239,7 @@ class AdminBase(GoRouter):
 
     def record(self, topics: List[Dict[str, Any]]) -> None:
         """
-        Sample every topic and channel total (see :mod:`~txnsq.nsqadmin.history`);
+        Sample every topic and channel total (see :mod:`history <txnsq.nsqadmin.history>`);
         a topic's depth is its own plus its channels'.
         """
         for topic in topics:

@@ -95,7 +95,7 @@ class ClusterInfo:
     Questions and actions over nsqlookupds and nsqds.
 
     :param request: sends one request
-        (:meth:`txnsq.nsqadmin.http_client.TimedRequester.request`).
+        (:meth:`txnsq.http_client.GoHTTPClient.request`).
     """
 
     def __init__(self, request: Requester) -> None:
@@ -366,7 +366,7 @@ class ClusterInfo:
     ) -> "Deferred[Gathered]":
         """
         The producers' ``/stats``: a :class:`Gathered` whose value is the
-        list of per-node topic stats (:func:`~txnsq.nsqadmin.stats.node_topic`),
+        list of per-node topic stats (:func:`node_topic <txnsq.nsqadmin.stats.node_topic>`),
         only ``topic``'s when one is given.
         """
         calls = []

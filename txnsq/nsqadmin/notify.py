@@ -85,7 +85,7 @@ class Notifier:
     """
     Sends admin action notifications to ``endpoint`` (none when empty).
 
-    :param post: sends one request (``TimedRequester.request``).
+    :param post: sends one request (``GoHTTPClient.request``).
     :param clock: gives the timestamps.
     """
 

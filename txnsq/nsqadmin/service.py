@@ -38,10 +38,10 @@ class NSQAdminService(MultiService):
     :param options: the settings (validated by the caller).
     :param reactor: listens, connects to the nodes and gives the time
         (``IReactorTCP`` and ``IReactorTime``:
-        :class:`~txnsq.reactors.ServiceReactor`); the global reactor when
+        :class:`ServiceReactor <txnsq.reactors.ServiceReactor>`); the global reactor when
         omitted.
     :param tls_policy: how the nodes reached over HTTPS are checked, a
-        :class:`~txnsq.nsqadmin.http_client.ClientTLSPolicy` or any
+        :class:`ClientTLSPolicy <txnsq.nsqadmin.http_client.ClientTLSPolicy>` or any
         ``IPolicyForHTTPS``; one from ``options`` when omitted, which
         must then name no TLS files.
     :param http_endpoint: where the UI and API listen: an
@@ -51,7 +51,7 @@ class NSQAdminService(MultiService):
     :raises ValueError: ``options`` name TLS files but no ``tls_policy``
         was given (use :meth:`fromOptions`), or a listen address string
         that cannot be read.
-    :ivar app: the :class:`~txnsq.nsqadmin.app.NSQAdminApp`.
+    :ivar app: the :class:`NSQAdminApp <txnsq.nsqadmin.app.NSQAdminApp>`.
     :ivar sampler: samples the cluster every ``--sample-interval`` for the
         rates and charts (None when it is 0).
     """

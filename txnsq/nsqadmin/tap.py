@@ -38,7 +38,7 @@ class Options(GoFlagsOptions[NSQAdminOptions]):
         return nsqadmin_flags()
 
     def build_service(self, settings: NSQAdminOptions) -> "NSQAdminService":
-        """An :class:`~txnsq.nsqadmin.service.NSQAdminService` on the global reactor."""
+        """An :class:`NSQAdminService <txnsq.nsqadmin.service.NSQAdminService>` on the global reactor."""
         from txnsq.nsqadmin.service import NSQAdminService
 
         return NSQAdminService.fromOptions(settings)
@@ -47,7 +47,7 @@ class Options(GoFlagsOptions[NSQAdminOptions]):
 def makeService(options: Options) -> "NSQAdminService":
     """
     What ``twistd nsqadmin`` runs: the console script's
-    :class:`~txnsq.nsqadmin.service.NSQAdminService`, console logging left
+    :class:`NSQAdminService <txnsq.nsqadmin.service.NSQAdminService>`, console logging left
     to twistd.
     """
     service: NSQAdminService = options.make_service()

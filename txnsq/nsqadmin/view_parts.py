@@ -2,10 +2,10 @@
 """
 The parts nsqadmin's HTML pages are built of: the layout around every page,
 tables, numbers, badges, inline SVG charts of the sampled
-:class:`~txnsq.nsqadmin.history.History`, the admin's action buttons, and
+:class:`History <txnsq.nsqadmin.history.History>`, the admin's action buttons, and
 the error page.  The pages themselves are in :mod:`txnsq.nsqadmin.views`.
 
-Every value goes through :func:`~txnsq.nsqadmin.markup.el`, which escapes it.
+Every value goes through :func:`el <txnsq.nsqadmin.markup.el>`, which escapes it.
 """
 
 from __future__ import annotations
@@ -17,19 +17,6 @@ from urllib.parse import quote
 from txnsq import __version__
 from txnsq.nsqadmin.clusterinfo import NodeError
 from txnsq.nsqadmin.markup import Safe, el, join
-
-__all__ = [
-    "Page",
-    "channel_page",
-    "error_page",
-    "layout",
-    "lookup_page",
-    "node_page",
-    "nodes_page",
-    "sparkline",
-    "topic_page",
-    "topics_page",
-]
 
 __all__ = [
     "Page",

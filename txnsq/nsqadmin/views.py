@@ -7,7 +7,7 @@ little script (``static/nsqadmin.js``) refreshes ``#content`` in place,
 asks for confirmation and sends the actions.  What the pages are built of
 (layout, tables, charts, buttons) is in :mod:`txnsq.nsqadmin.view_parts`.
 
-Every value goes through :func:`~txnsq.nsqadmin.markup.el`, which escapes it.
+Every value goes through :func:`el <txnsq.nsqadmin.markup.el>`, which escapes it.
 """
 
 from __future__ import annotations

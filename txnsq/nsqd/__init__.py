@@ -11,6 +11,17 @@ To embed an nsqd in a Twisted application::
 
 The names are imported when first used, so that importing one submodule
 (the broker core, say) does not import the HTTP API and its framework.
+
+Public API: the names in ``__all__``
+(:class:`NSQDService <txnsq.nsqd.service.NSQDService>`,
+:class:`NSQDOptions <txnsq.nsqd.options.NSQDOptions>`,
+:func:`parse_nsqd_args <txnsq.nsqd.flags.parse_nsqd_args>`), and the
+submodules :mod:`txnsq.nsqd.service`, :mod:`txnsq.nsqd.options` and
+:mod:`txnsq.nsqd.flags` that define them; :mod:`txnsq.nsqd.broker`,
+:mod:`txnsq.nsqd.topic` and :mod:`txnsq.nsqd.channel`, the broker a
+service (or :class:`MemoryNSQD <txnsq.testing.MemoryNSQD>`) holds, with
+its topics and channels; and :mod:`txnsq.nsqd.retention`, the errors of
+the broker's retained topics.  Every other submodule is private.
 """
 
 from txnsq.lazy import lazy_exports

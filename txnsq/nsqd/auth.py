@@ -105,7 +105,7 @@ class AuthClient:
 
         :return: a Deferred firing with the :class:`AuthState`, or failing
             with :class:`AuthError` whose text gathers Go's ``failed to auth
-            against ADDRESS - REASON`` for every address, joined by ``; ``.
+            against ADDRESS - REASON`` for every address, joined by ``"; "``.
         """
         count = len(self.addresses)
         start = self._pick_start(count)

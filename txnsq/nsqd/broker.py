@@ -146,7 +146,7 @@ class Broker:
         """
         The retained log of the topic called ``topic_name``, or ``None``
         when there is no such topic or it is not retained.  For reads: the
-        caller uses :class:`~txnsq.storage.topic_log.TopicLog` and its
+        caller uses :class:`TopicLog <txnsq.storage.topic_log.TopicLog>` and its
         ``partitions`` (``read``, ``nearest_offset``) itself.
         """
         topic = self.topics.get(topic_name)

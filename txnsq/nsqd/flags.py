@@ -2,7 +2,7 @@
 """
 nsqd's command line: the flag table, in Go nsqd v1.3's order with Go's
 names and help texts, and the parsers that fill
-:class:`~txnsq.nsqd.options.NSQDOptions` from it.
+:class:`NSQDOptions <txnsq.nsqd.options.NSQDOptions>` from it.
 """
 
 from __future__ import annotations

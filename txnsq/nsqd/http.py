@@ -10,13 +10,13 @@ This module holds the handlers and the route table, :data:`ROUTES`; Go's
 design around them is shared with the other daemons in :mod:`txnsq.http`:
 
 - :mod:`txnsq.http.routes`: routes registered with
-  :func:`~txnsq.http.routes.go_route` and httprouter's answers to a miss
+  :func:`go_route <txnsq.http.routes.go_route>` and httprouter's answers to a miss
   (redirects, ``405`` with ``Allow``, ``404``);
 - :mod:`txnsq.http.api`: Go's ``internal/http_api`` reply styles
   (``v1``, ``text``; ``raw`` handlers write their own headers), its
   request log line and the request readers;
 - :mod:`txnsq.http.pprof` (``/debug/pprof``) and :mod:`txnsq.http.site`
-  (the :class:`Site` and Go's answer to bytes that are not HTTP);
+  (the ``twisted.web.server.Site`` and Go's answer to bytes that are not HTTP);
 - :mod:`txnsq.protocol.http_params` and :mod:`txnsq.protocol.go_json`:
   query strings and bodies parsed, and JSON written, as Go does;
 - :mod:`txnsq.nsqd.http_config` (``/config``) is nsqd's own.
@@ -33,9 +33,11 @@ import gc
 import socket
 from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Optional, Tuple
 
+from incremental import Version
 from klein import Klein
 from twisted.internet.defer import Deferred
 from twisted.logger import Logger
+from twisted.python.deprecate import deprecatedModuleAttribute
 from twisted.python.failure import Failure
 from twisted.web.iweb import IRequest
 from werkzeug.exceptions import HTTPException
@@ -74,18 +76,24 @@ from txnsq.protocol.names import is_valid_topic_name
 if TYPE_CHECKING:
     from txnsq.nsqd.broker import Broker
 
-# Names other than NSQDHTTPAPI and ROUTES are re-exported from where they
-# now live.
-__all__ = [
-    "APIError",
-    "CONFIG_OPTIONS",
-    "NSQDHTTPAPI",
-    "ROUTES",
-    "go_json",
-    "parse_mpub_binary",
-    "parse_mpub_lines",
-    "parse_query",
-]
+__all__ = ["NSQDHTTPAPI", "ROUTES"]
+
+# Names that moved out of this module when the HTTP API was split by
+# concept: importing them from here still works, with a DeprecationWarning
+# that says where they live now.
+_MOVED = {
+    "APIError": "txnsq.protocol.http_params",
+    "CONFIG_OPTIONS": "txnsq.nsqd.http_config",
+    "go_json": "txnsq.protocol.go_json",
+    "parse_mpub_binary": "txnsq.protocol.http_params",
+    "parse_mpub_lines": "txnsq.protocol.http_params",
+    "parse_query": "txnsq.protocol.http_params",
+}
+for _name, _home in _MOVED.items():
+    deprecatedModuleAttribute(
+        Version("txnsq", 0, 1, 0), "use %s.%s instead" % (_home, _name), __name__, _name
+    )
+del _name, _home
 
 _NS = 1000000000
 

@@ -3,7 +3,7 @@
 nsqd's side of nsqlookupd (Go's ``lookupLoop`` and the channel lookup of
 ``NSQD.GetTopic``).
 
-:class:`LookupService` keeps one :class:`~txnsq.nsqd.lookup_peer.LookupPeer`
+:class:`LookupService` keeps one :class:`LookupPeer <txnsq.nsqd.lookup_peer.LookupPeer>`
 per ``--lookupd-tcp-address`` (changed at run time through ``PUT
 /config/nsqlookupd_tcp_addresses``), tells each of them about topics and
 channels as the broker creates and deletes them, and knows the lookupds'
@@ -78,7 +78,7 @@ class LookupService(Service, TopologyListener):
     :param peer_factory: makes the peers (tests); :class:`LookupPeer`
         with ``reactor`` when omitted.
     :param channels_client: asks lookupds for a topic's channels (tests);
-        a :class:`~txnsq.nsqd.lookup_channels.TopicChannelsClient` when
+        a :class:`TopicChannelsClient <txnsq.nsqd.lookup_channels.TopicChannelsClient>` when
         omitted (imported then: its HTTP client, ``twisted.web.client``,
         imports TLS).
     """

@@ -4,7 +4,7 @@ One nsqd's connection to one nsqlookupd (Go's ``nsqd/lookup_peer.go`` and
 the per-peer half of ``nsqd/lookup.go``).
 
 A :class:`LookupPeer` keeps a connection open with
-:class:`~twisted.application.internet.ClientService`, reconnecting with a
+Twisted's ``ClientService``, reconnecting with a
 backoff.  On every connection it sends the V1 magic and IDENTIFY, and once
 the lookupd answered it registers every topic and channel nsqd has; after
 that it forwards REGISTER/UNREGISTER as they are given and PINGs every 15

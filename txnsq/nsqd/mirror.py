@@ -184,7 +184,7 @@ class TopicCopy:
     takeover defers it only for what is left.
 
     Records are not applied as they come: they are kept in a log as
-    received (with :class:`~txnsq.protocol.mirror.PackedItems`, the
+    received (with :class:`PackedItems <txnsq.protocol.mirror.PackedItems>`, the
     payload itself, not a slice per message), and applied in order, all
     at once, when something reads the copy (:meth:`count`, ``held``,
     ``channels``, ``paused``, ``delays``: ``/stats``, a takeover, the

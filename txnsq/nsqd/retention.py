@@ -1,7 +1,7 @@
 # -*- test-case-name: tests.test_retention -*-
 """
 Retained topics: a topic whose every message is also appended to a
-:class:`~txnsq.storage.topic_log.TopicLog` before it is acknowledged, so that
+:class:`TopicLog <txnsq.storage.topic_log.TopicLog>` before it is acknowledged, so that
 channels can be rewound and the MetaQ listener can read it by offset.
 
 The design (see ``docs/retention.md``): channels keep their own queues
@@ -14,7 +14,7 @@ a rewind to a timestamp keeps only the records whose id time is not before
 it.
 
 This module does no network IO.  :class:`TopicRetention` is owned by a
-:class:`~txnsq.nsqd.topic.Topic`; :class:`Rewind` re-feeds a channel over
+:class:`Topic <txnsq.nsqd.topic.Topic>`; :class:`Rewind` re-feeds a channel over
 several reactor turns.
 """
 

@@ -42,6 +42,8 @@ from txnsq.storage.plugins import get_storage_backend
 if TYPE_CHECKING:
     from txnsq.nsqd.statsd import StatsdService
 
+__all__ = ["NSQDService", "main"]
+
 
 #: How long a clean shutdown waits at most for the FINs of in-flight
 #: messages (it goes on as soon as none is in flight).
@@ -64,7 +66,7 @@ class NSQDService(MultiService):
     :param options: the daemon's settings (``NSQDOptions``).
     :param reactor: the reactor to listen with and take time from
         (``IReactorTCP`` and ``IReactorTime``:
-        :class:`~txnsq.reactors.ServiceReactor`); the global reactor when
+        :class:`ServiceReactor <txnsq.reactors.ServiceReactor>`); the global reactor when
         omitted.
     :param storage: the storage backend, an ``IStorageBackend`` or the
         name of one; ``options.storage`` when omitted.

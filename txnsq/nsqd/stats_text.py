@@ -1,7 +1,7 @@
 # -*- test-case-name: tests.test_stats -*-
 """
 The plain-text ``/stats`` page: Go nsqd's ``printStats`` layout, byte for
-byte, of a :class:`~txnsq.nsqd.stats.NSQDStats` snapshot.
+byte, of a :class:`NSQDStats <txnsq.nsqd.stats.NSQDStats>` snapshot.
 """
 
 from __future__ import annotations

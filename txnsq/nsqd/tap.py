@@ -23,8 +23,8 @@ __all__ = ["Options"]
 
 class Options(GoFlagsOptions[NSQDOptions]):
     """
-    nsqd's flags for twistd; after :meth:`parseOptions`, :attr:`nsqd_options`
-    holds the validated :class:`~txnsq.nsqd.options.NSQDOptions`.
+    nsqd's flags for twistd; after ``parseOptions``, :attr:`nsqd_options`
+    holds the validated :class:`NSQDOptions <txnsq.nsqd.options.NSQDOptions>`.
     """
 
     program = "nsqd"

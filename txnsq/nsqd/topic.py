@@ -34,7 +34,7 @@ _RAW_ID = struct.Struct(">q").pack
 class PublishError(Exception):
     """
     A publish was refused; nothing was published.  ``str()`` is the text
-    after ``PUB failed `` in E_PUB_FAILED (E_MPUB_FAILED, E_DPUB_FAILED).
+    after ``"PUB failed "`` in E_PUB_FAILED (E_MPUB_FAILED, E_DPUB_FAILED).
     """
 
 

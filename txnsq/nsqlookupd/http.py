@@ -75,7 +75,7 @@ class NSQLookupdHTTPAPI(GoRouter, PprofHandlers):
 
     :param lookupd: the daemon whose registrations are listed and changed.
     :param producer_client: sends the deletes to producers; an
-        :class:`~txnsq.nsqlookupd.producer_client.AgentProducerClient` on
+        :class:`AgentProducerClient <txnsq.nsqlookupd.producer_client.AgentProducerClient>` on
         ``lookupd.clock`` (the reactor) when not given.
     """
 

@@ -46,7 +46,7 @@ class NSQLookupdService(MultiService):
     :param options: the daemon's settings.
     :param reactor: the reactor to listen with and take time from
         (``IReactorTCP`` and ``IReactorTime``:
-        :class:`~txnsq.reactors.ServiceReactor`); the global reactor when
+        :class:`ServiceReactor <txnsq.reactors.ServiceReactor>`); the global reactor when
         omitted.
     :param tcp_endpoint: where the V1 protocol listens: an
         ``IStreamServerEndpoint``, or a listen address string (Go's

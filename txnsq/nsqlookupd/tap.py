@@ -34,7 +34,7 @@ class Options(GoFlagsOptions[NSQLookupdOptions]):
         return nsqlookupd_flags()
 
     def build_service(self, settings: NSQLookupdOptions) -> "NSQLookupdService":
-        """The :class:`~txnsq.nsqlookupd.service.NSQLookupdService` for ``settings``."""
+        """The :class:`NSQLookupdService <txnsq.nsqlookupd.service.NSQLookupdService>` for ``settings``."""
         from txnsq.nsqlookupd.service import NSQLookupdService
 
         return NSQLookupdService.fromOptions(settings)

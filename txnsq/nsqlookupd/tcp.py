@@ -1,7 +1,7 @@
 # -*- test-case-name: tests.test_nsqlookupd_tcp -*-
 """
 nsqlookupd's V1 TCP protocol adapter: what producers (nsqd) send becomes
-registrations in an :class:`~txnsq.nsqlookupd.core.NSQLookupd`'s database.
+registrations in an :class:`NSQLookupd <txnsq.nsqlookupd.core.NSQLookupd>`'s database.
 
 Framing and checks live in :mod:`txnsq.protocol.lookup_v1`; this module
 keeps one connection's state (magic read, identified or not, closing) and

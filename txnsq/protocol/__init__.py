@@ -20,6 +20,11 @@ and the benchmarks share it.
   and codes; :mod:`txnsq.protocol.metaq_parser` its parsers (both sides);
   :mod:`txnsq.protocol.metaq_record` MetaQ's message record layout
 - :mod:`txnsq.protocol.nats_route`: the NATS cluster (route) protocol
+
+Public API: the MetaQ codec, for clients of one's own: the submodules
+:mod:`txnsq.protocol.metaq` and :mod:`txnsq.protocol.metaq_record`.
+Every other submodule is private, shared by txnsq's own servers, clients,
+fuzzers and benchmarks.
 """
 
-__all__ = ["errors", "frames", "handshake", "identify", "message", "metaq", "metaq_parser", "metaq_record", "names", "nats_route", "v2"]
+__all__: list = []

@@ -2,7 +2,7 @@
 """
 JSON as Go's ``encoding/json`` writes it.
 
-``json.Marshal`` differs from Python's :func:`json.dumps` in ways a client
+``json.Marshal`` differs from Python's ``json.dumps`` in ways a client
 comparing bytes notices: no spaces, floats in Go's shortest form (``1``
 not ``1.0``, ``1e-7`` not ``1e-07``), HTML-safe string escapes (``<`` is
 ``\\u003c``) and U+FFFD for a lone surrogate.  Sans-IO: no Twisted here.

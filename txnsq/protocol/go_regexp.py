@@ -1,6 +1,6 @@
 # -*- test-case-name: tests.test_protocol_go_regexp -*-
 """
-Go's regular expressions (RE2 syntax) run by Python's :mod:`re`.
+Go's regular expressions (RE2 syntax) run by Python's ``re``.
 
 NSQ auth servers answer with Go ``regexp`` patterns for topics and channels
 (``internal/auth``); :func:`compile_go_regexp` translates such a pattern
@@ -320,7 +320,7 @@ class _GoRegexpTranslator:
 def compile_go_regexp(pattern: str) -> Pattern[str]:
     """
     Compile an RE2 (Go ``regexp``) pattern into a Python pattern that
-    matches the same strings with :meth:`re.Pattern.search` (Go's
+    matches the same strings with ``re.Pattern.search`` (Go's
     ``MatchString`` is an unanchored search too).
 
     Translated: ``\\z`` (Python's ``\\Z``), ``\\Q...\\E``, ``\\x{...}``,
@@ -328,7 +328,7 @@ def compile_go_regexp(pattern: str) -> Pattern[str]:
     groups anywhere in the pattern (``a(?i)b``, which Python allows only at
     the start), Go's ``U`` flag (dropped: laziness cannot change whether a
     search matches), a literal ``{`` that starts no repetition, and ``\\s``
-    (RE2's has no ``\\v``).  The pattern is compiled with :data:`re.ASCII`,
+    (RE2's has no ``\\v``).  The pattern is compiled with ``re.ASCII``,
     since RE2's ``\\d``, ``\\w``, ``\\s`` and ``\\b`` are ASCII.
 
     Refused, as Go refuses them: back-references, lookarounds, atomic and

@@ -2,7 +2,8 @@
 """
 nsqlookupd's V1 TCP protocol, sans-IO: both ends.
 
-A producer (nsqd) connects, sends the magic ``"  V1"``, then line commands:
+A producer (nsqd) connects, sends the magic :data:`MAGIC_V1` (two spaces and
+``V1``), then line commands:
 
 - ``IDENTIFY\\n`` followed by a 4-byte big-endian size and a JSON body
   (``broadcast_address``, ``tcp_port``, ``http_port``, ``version`` required,

@@ -397,9 +397,10 @@ class StatsRequest(_Item):
 
     def encode(self) -> bytes:
         """
-        ``stats item opaque\\r\\n``; without an item ``stats  opaque``
-        (an empty item field, as the Java client writes it, so that a Java
-        broker does not take the opaque for an item).
+        ``stats item opaque\\r\\n``; without an item, ``stats``, an empty
+        item field and the opaque (two spaces before the opaque, as the Java
+        client writes it, so that a Java broker does not take the opaque for
+        an item).
 
         :raises ValueError: an item that holds a space, CR or LF.
         """

@@ -5,7 +5,7 @@ out, for both sides of the wire.
 
 :class:`MetaqRequestParser` (the broker's side) turns bytes into the
 requests of :mod:`txnsq.protocol.metaq` and bad input into
-:class:`~txnsq.protocol.metaq.MetaqError` items that carry the reply's
+:class:`MetaqError <txnsq.protocol.metaq.MetaqError>` items that carry the reply's
 code and text and say whether the connection can go on; ``feed`` never
 raises for bad bytes.  :class:`MetaqResponseParser` (the client's side)
 reads ``result`` and ``value`` replies.

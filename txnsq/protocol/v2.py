@@ -101,7 +101,7 @@ def _extract(buf: bytearray, start: int, stop: int) -> bytes:
         view.release()
 
 
-#: ``FIN `` and a message id.
+#: ``"FIN "`` and a message id.
 _FIN_LINE_LENGTH = 4 + 16
 
 

@@ -18,6 +18,10 @@ are plain Python.
 - :mod:`txnsq.spark.spool`: spooled micro-batches
 - :mod:`txnsq.spark.batching`, :mod:`txnsq.spark.publisher`: the sink
 - :mod:`txnsq.spark.datasource`: the ``nsq`` DataSource
+
+Public API: :func:`register`, and the blocking clients
+:mod:`txnsq.spark.blocking` and :mod:`txnsq.spark.metaq`, for plain
+scripts too.  Every other submodule is private.
 """
 
 from __future__ import annotations

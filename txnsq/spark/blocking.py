@@ -5,9 +5,9 @@ executors, which run plain Python and must not start a Twisted reactor.
 
 It speaks the V2 protocol through the same sans-IO codecs and handshake as
 the Twisted client (:mod:`txnsq.protocol.v2_client`,
-:class:`~txnsq.protocol.frames.FrameParser`, :mod:`txnsq.protocol.message`,
-:class:`~txnsq.protocol.handshake.ClientHandshake`): magic and IDENTIFY,
-then TLS (the :mod:`ssl` module), snappy or deflate, AUTH; then
+:class:`FrameParser <txnsq.protocol.frames.FrameParser>`, :mod:`txnsq.protocol.message`,
+:class:`ClientHandshake <txnsq.protocol.handshake.ClientHandshake>`): magic and IDENTIFY,
+then TLS (the ``ssl`` module), snappy or deflate, AUTH; then
 SUB/RDY/FIN/TOUCH/REQ or PUB/MPUB.  Heartbeats are answered with
 NOP by whoever reads frames.
 

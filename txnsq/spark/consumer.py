@@ -4,10 +4,10 @@ Consuming for Spark, over :mod:`txnsq.spark.blocking` connections.
 
 - :class:`StreamConsumer` lives in the driver's long-lived Python process
   of a streaming query: a reader thread per nsqd answers heartbeats and
-  queues messages, :meth:`~StreamConsumer.take` cuts a micro-batch,
-  :meth:`~StreamConsumer.hold` keeps its messages in flight, a toucher
+  queues messages, :meth:`take <StreamConsumer.take>` cuts a micro-batch,
+  :meth:`hold <StreamConsumer.hold>` keeps its messages in flight, a toucher
   thread TOUCHes every message not yet finished so that nsqd does not time
-  it out while Spark works, and :meth:`~StreamConsumer.commit` FINs the
+  it out while Spark works, and :meth:`commit <StreamConsumer.commit>` FINs the
   batches Spark has made durable.
 - :func:`drain` is the batch read of one executor task: up to a number of
   messages, or until the channel stays empty for a while.

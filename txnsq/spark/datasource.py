@@ -214,7 +214,7 @@ def source_mode(options: Mapping[str, str]) -> Optional[List[str]]:
 
 
 class LogPartition(InputPartition):
-    """One :class:`~txnsq.spark.offsets.ReadRange`: a Spark task's records."""
+    """One :class:`ReadRange <txnsq.spark.offsets.ReadRange>`: a Spark task's records."""
 
     def __init__(self, piece: ReadRange) -> None:
         InputPartition.__init__(self, (piece.key, piece.start, piece.end))

@@ -7,12 +7,12 @@ It speaks the MetaQ text protocol through the same codec as the Twisted
 client (:mod:`txnsq.protocol.metaq`) and reads replies with the same
 functions (:func:`txnsq.client.metaq.get_result` and its siblings), so the
 two clients return the same values and raise the same exceptions
-(:class:`~txnsq.client.metaq.MetaqMoved`,
-:class:`~txnsq.client.metaq.MetaqEndOfPartition`, ...).  Requests go one
+(:class:`MetaqMoved <txnsq.client.metaq.MetaqMoved>`,
+:class:`MetaqEndOfPartition <txnsq.client.metaq.MetaqEndOfPartition>`, ...).  Requests go one
 at a time: a lock holds the socket from a request's write to its reply's
 read, so threads may share a client.
 
-TLS is from the first byte (the :mod:`ssl` module), as an nsqd with
+TLS is from the first byte (the ``ssl`` module), as an nsqd with
 ``--tls-required`` serves MetaQ.
 """
 

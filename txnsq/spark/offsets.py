@@ -148,7 +148,9 @@ def parse_position(option: str, text: Optional[str], default: str) -> Position:
 @dataclass
 class LogOptions:
     """
-    The offset mode's options.
+    The offset mode's options.  ``tls``, ``tls_ca_file``,
+    ``tls_server_name``, ``tls_insecure``, ``auth_secret``,
+    ``connect_timeout`` and ``request_timeout`` say how to connect.
 
     :ivar topic: the retained topic.
     :ivar metaq_addresses: the MetaQ listeners to read (given, or found
@@ -161,8 +163,6 @@ class LogOptions:
     :ivar fail_on_data_loss: fail when records to read were deleted
         (else skip ahead, logged).
     :ivar get_size: bytes per ``get``.
-    :ivar tls, tls_ca_file, tls_server_name, tls_insecure, auth_secret,
-        connect_timeout, request_timeout: how to connect.
     """
 
     topic: str

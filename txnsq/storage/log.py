@@ -282,7 +282,7 @@ class PartitionLog:
         """
         Append one record; returns its offset.
 
-        :param msg_id: the 8-byte id (see :func:`~txnsq.storage.log_format.raw_message_id`).
+        :param msg_id: the 8-byte id (see :func:`raw_message_id <txnsq.storage.log_format.raw_message_id>`).
         :raises OSError: it could not be written; the log is unchanged.
         :raises struct.error: ``msg_id`` is not 8 bytes.
         """

@@ -1,6 +1,6 @@
 # -*- test-case-name: tests.test_storage_log -*-
 """
-A topic's retained log: its partition logs (:class:`~txnsq.storage.log.PartitionLog`)
+A topic's retained log: its partition logs (:class:`PartitionLog <txnsq.storage.log.PartitionLog>`)
 in MetaQ's directory layout, appended to in turn, with retention over the
 whole topic.
 """

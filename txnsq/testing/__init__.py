@@ -11,6 +11,8 @@ Helpers for testing code that uses NSQ, under trial.
   opens its own sockets.
 
 See ``docs/testing.md``.
+
+Public API: the names in ``__all__``.  The submodules are private.
 """
 
 from txnsq.testing.memory import MemoryNSQD

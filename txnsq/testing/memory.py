@@ -1,11 +1,11 @@
 # -*- test-case-name: tests.test_testing -*-
 """
 An nsqd in memory, for unit tests of code that publishes or consumes: the
-real broker core and V2 protocol on a :class:`~twisted.internet.task.Clock`,
+real broker core and V2 protocol on a ``twisted.internet.task.Clock``,
 no sockets, no threads, no sleeps, in the manner of ``treq.testing``.
 
-txnsq's :class:`~txnsq.client.producer.Producer` and
-:class:`~txnsq.client.consumer.Consumer` reach it through their
+txnsq's :class:`Producer <txnsq.client.producer.Producer>` and
+:class:`Consumer <txnsq.client.consumer.Consumer>` reach it through their
 ``connect=`` hook; the bytes between the client and nsqd move only when
 the test calls :meth:`MemoryNSQD.flush` (or :meth:`MemoryNSQD.advance`,
 which moves the clock first)::
@@ -121,15 +121,15 @@ class _Connection:
 
 class MemoryNSQD:
     """
-    An nsqd with no sockets: a :class:`~txnsq.nsqd.broker.Broker` and the V2
+    An nsqd with no sockets: a :class:`Broker <txnsq.nsqd.broker.Broker>` and the V2
     protocol on a clock, reached through :meth:`connect`.
 
     :param args: Go-style nsqd flags (``["--max-rdy-count=10"]``).
     :param clock: the clock nsqd (and the clients given it as their
-        reactor) run on; a new :class:`Clock` when omitted.
+        reactor) run on; a new ``Clock`` when omitted.
     :param address: the ``host:port`` clients use for it (any is accepted
         by :meth:`connect` unless :meth:`refuse` was called for it).
-    :param overrides: :class:`~txnsq.nsqd.options.NSQDOptions` attributes
+    :param overrides: :class:`NSQDOptions <txnsq.nsqd.options.NSQDOptions>` attributes
         set after the flags.
 
     :ivar clock: the clock; :meth:`advance` moves it.
@@ -186,7 +186,7 @@ class MemoryNSQD:
         """
         :func:`txnsq.client.connection.connect` in memory, to pass as a
         Producer's or Consumer's ``connect=``: a Deferred firing with the
-        ready :class:`~txnsq.client.connection.NSQConnection` once the
+        ready :class:`NSQConnection <txnsq.client.connection.NSQConnection>` once the
         handshake's bytes have moved (at the next :meth:`flush`), or
         failing as a refused connection for an address :meth:`refuse`\\ d.
         ``reactor`` and ``clock`` are ignored: the connection runs on this

@@ -20,7 +20,10 @@ pieces they are made of (go-nsq's ``--consumer-opt`` settings, Go's
 strftime, the file naming, rotation and gzip logic, the stats table, the
 stdin splitter, the rate limiter, go-hostpool's pools and the
 timer_metrics status lines) are plain classes that tests drive
-with :class:`twisted.internet.task.Clock`.
+with ``twisted.internet.task.Clock``.
+
+Public API: none.  This package is private to txnsq: the utilities are
+public as commands, not as Python.
 """
 
 __all__ = ["nsq_log", "nsq_stat", "nsq_tail", "nsq_to_file", "nsq_to_http", "nsq_to_nsq", "to_nsq"]

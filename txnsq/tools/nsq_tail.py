@@ -8,7 +8,7 @@ with Go ``nsq_tail``'s flags.
 so tailing takes nothing from the topic's other channels.  ``-n N`` exits
 after N messages (counted over all topics; ``--max-in-flight`` is lowered
 to N so no more are asked for); ``--print-topic`` prefixes each line with
-``TOPIC | ``.  SIGINT and SIGTERM close the consumers and exit.
+``"TOPIC | "``.  SIGINT and SIGTERM close the consumers and exit.
 """
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ class TailPrinter:
 
     :param out: standard output's bytes.
     :param total: stop after this many messages (0: never).
-    :param print_topic: prefix each line with ``TOPIC | ``.
+    :param print_topic: prefix each line with ``"TOPIC | "``.
     :param done: called once, when ``total`` messages are out.
     """
 

@@ -5,7 +5,7 @@ newline-delimited files, rotating and gzipping them, with Go
 ``nsq_to_file``'s flags.
 
 Each topic has an archiver: a consumer of ``--channel`` and a
-:class:`~txnsq.tools.file_logger.FileLogger`.  Messages are FINished only
+:class:`FileLogger <txnsq.tools.file_logger.FileLogger>`.  Messages are FINished only
 once the batch they belong to is written and synced.  SIGINT and SIGTERM
 sync and FIN what was written, close the consumers, then close the files
 and move them from ``--work-dir`` to ``--output-dir``; SIGHUP closes the

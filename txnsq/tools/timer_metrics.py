@@ -94,7 +94,7 @@ class TimerMetrics:
     :param prefix: starts each line (``[aggregate]:``, ``[host:port]:``).
     :param status_every: how many durations a line summarises; 0 disables.
     :param out: where lines go (standard error in the tools), each as
-        Go's ``log.Printf`` writes it: ``2006/01/02 15:04:05 `` and the text.
+        Go's ``log.Printf`` writes it: ``"2006/01/02 15:04:05 "`` and the text.
     :param clock: gives "now" to :meth:`status` and the lines' timestamps.
     """
 

@@ -12,6 +12,8 @@ HTTP query; the order and the rules of the upgrades live here only.
 - :mod:`txnsq.protocol.handshake.server`: :class:`ServerHandshake`, nsqd's side
 - :mod:`txnsq.protocol.handshake.client`: :class:`ClientHandshake`, a client's side
 - :mod:`txnsq.protocol.handshake.steps`: the steps and the codec pairs
+
+Public API: none.  This package is private to txnsq.
 """
 
 from txnsq.protocol.handshake.client import ClientHandshake, HandshakeError

@@ -12,11 +12,11 @@ A client's side of the V2 handshake (sans-IO), in NSQ's order:
    through the codec and an ``OK`` comes compressed;
 4. *auth*: if the reply says ``auth_required``, AUTH with the secret; its
    JSON reply is kept as :attr:`ClientHandshake.auth_response`;
-5. *ready*: :class:`~txnsq.protocol.handshake.steps.Ready`.
+5. *ready*: :class:`Ready <txnsq.protocol.handshake.steps.Ready>`.
 
 Frames are cut one at a time meanwhile, because the bytes after each
 upgrade's frame belong to the next codec. Heartbeats are answered with
-NOP. An error frame is raised as :class:`~txnsq.protocol.v2_client.NSQError`;
+NOP. An error frame is raised as :class:`NSQError <txnsq.protocol.v2_client.NSQError>`;
 anything else unexpected as :class:`HandshakeError`.
 """
 

@@ -32,7 +32,7 @@ BAD_PROTOCOL_FRAME = encode_frame(FRAME_TYPE_ERROR, b"E_BAD_PROTOCOL")
 
 class BadMagic(Exception):
     """
-    The client's first four bytes are not ``"  V2"``: send
+    The client's first four bytes are not :data:`MAGIC_V2`: send
     :data:`BAD_PROTOCOL_FRAME` and close, as Go nsqd does.
 
     :ivar magic: the four bytes received.
@@ -121,7 +121,7 @@ class ServerHandshake:
         (``b""`` while it is incomplete, after which :attr:`has_magic` is
         still false).
 
-        :raises BadMagic: the four bytes are not ``"  V2"``.
+        :raises BadMagic: the four bytes are not :data:`MAGIC_V2`.
         """
         needed = 4 - len(self._magic)
         self._magic += data[:needed]

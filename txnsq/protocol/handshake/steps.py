@@ -5,7 +5,7 @@ What a handshake machine asks its adapter to do, in order.
 - :class:`Send`: write these bytes through the compression codec in place
   (none before :class:`StartCompression`);
 - :class:`StartTLS`: everything written so far goes out in clear, then the
-  TLS handshake starts (Twisted's ``startTLS``, :mod:`ssl`'s ``wrap_socket``);
+  TLS handshake starts (Twisted's ``startTLS``, ``ssl``'s ``wrap_socket``);
 - :class:`StartCompression`: everything written so far goes out as it is,
   then both directions go through ``encoder`` and ``decoder``;
 - :class:`Ready` (client side): the handshake is over; ``rest`` is the
