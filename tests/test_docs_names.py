@@ -286,10 +286,19 @@ _FROM_IMPORT = re.compile(r"\bfrom\s+(txnsq[\w.]*)\s+import\s+(\([^)]*\)|[\w, ]+
 _DOTTED = re.compile(r"(?<![\w./])txnsq(?:\.[A-Za-z_]\w*)+")
 
 
+#: Pages for the project's maintainers, not its users: they name private
+#: modules on purpose (the layers, the path of a message).
+_MAINTAINER_PAGES = {"design.md"}
+
+
 def user_docs() -> List[str]:
-    """The README, every page under docs/ and every example, as paths."""
+    """The README, every page under docs/ (but the maintainers') and every example, as paths."""
     found = [os.path.join(_ROOT, "README.md")]
-    found += sorted(glob.glob(os.path.join(_ROOT, "docs", "**", "*.md"), recursive=True))
+    found += sorted(
+        path
+        for path in glob.glob(os.path.join(_ROOT, "docs", "**", "*.md"), recursive=True)
+        if os.path.relpath(path, os.path.join(_ROOT, "docs")) not in _MAINTAINER_PAGES
+    )
     found += sorted(glob.glob(os.path.join(_ROOT, "examples", "*.py")))
     return found
 

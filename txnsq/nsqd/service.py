@@ -42,7 +42,7 @@ from txnsq.storage.plugins import get_storage_backend
 if TYPE_CHECKING:
     from txnsq.nsqd.statsd import StatsdService
 
-__all__ = ["NSQDService", "main"]
+__all__ = ["NSQDService"]
 
 
 #: How long a clean shutdown waits at most for the FINs of in-flight
