@@ -7,19 +7,13 @@ with a real nsqd.
 
 from __future__ import annotations
 
-import json
 import os
 import select
 import shutil
 import signal
-import socket
-import struct
 import subprocess
 import sys
-import time
-import urllib.error
-import urllib.request
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional
 
 from twisted.trial.unittest import SkipTest, TestCase
 
@@ -31,8 +25,8 @@ from lab.powerloss import (
     lose_unsynced_writes,
     settle,
 )
+from lab.tests.nsqd_process import NSQD, consume, nsqd_environment
 
-_REPOSITORY = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 _library: Optional[str] = None
 
 
@@ -63,10 +57,7 @@ def ready():
 
 
 def _environment(journal: str, watched: str) -> Dict[str, str]:
-    env = dict(os.environ)
-    env.update(environment(library(), journal, watched))
-    env["PYTHONPATH"] = _REPOSITORY + os.pathsep + env.get("PYTHONPATH", "")
-    return env
+    return nsqd_environment(environment(library(), journal, watched))
 
 
 def _read_line(proc: subprocess.Popen, timeout: float = 60.0) -> bytes:
@@ -463,124 +454,11 @@ class SetupTests(TestCase):
         self.assertRaises(ValueError, environment, "lib.so", os.path.join(top, "j"), top)
 
 
-# -- a real nsqd -----------------------------------------------------------------
-
-
-class NSQD:
-    """An nsqd process and its addresses."""
-
-    def __init__(self, data_path: str, log_path: str, flags: List[str], env: Dict[str, str]) -> None:
-        self.log_path = log_path
-        with open(log_path, "ab") as log:
-            self.proc = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "txnsq.nsqd",
-                    "--tcp-address=127.0.0.1:0",
-                    "--http-address=127.0.0.1:0",
-                    "--data-path=" + data_path,
-                ]
-                + flags,
-                env=env,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                cwd=_REPOSITORY,
-            )
-        self.tcp = self._address("TCP")
-        self.http = self._address("HTTP")
-
-    def _address(self, label: str) -> Tuple[str, int]:
-        needle = "%s: listening on " % (label,)
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            with open(self.log_path, encoding="utf-8", errors="replace") as f:
-                for line in f:
-                    if needle in line:
-                        host, port = line.split(needle)[1].split()[0].rsplit(":", 1)
-                        return host, int(port)
-            if self.proc.poll() is not None:
-                break
-            time.sleep(0.05)
-        self.kill()
-        with open(self.log_path, encoding="utf-8", errors="replace") as f:
-            raise AssertionError("nsqd did not start:\n" + f.read()[-3000:])
-
-    def request(self, method: str, path: str, body: Optional[bytes] = None) -> Tuple[int, bytes]:
-        """An HTTP request; (status, body), also for error statuses."""
-        url = "http://%s:%d%s" % (self.http[0], self.http[1], path)
-        req = urllib.request.Request(url, data=body, method=method)
-        try:
-            with urllib.request.urlopen(req, timeout=30) as answer:
-                return answer.status, answer.read()
-        except urllib.error.HTTPError as error:
-            return error.code, error.read()
-
-    def depth(self, topic: str) -> int:
-        status, body = self.request("GET", "/stats?format=json&topic=" + topic)
-        assert status == 200, body
-        topics = json.loads(body)["topics"]
-        return sum(t["depth"] for t in topics if t["topic_name"] == topic)
-
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            os.kill(self.proc.pid, signal.SIGKILL)
-        self.proc.wait()
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.kill()
-
-
-def consume(address: Tuple[str, int], topic: str, count: int) -> List[bytes]:
-    """Take ``count`` messages of ``topic`` over NSQ's V2 protocol, FINning each."""
-    sock = socket.create_connection(address, timeout=30)
-    buffer = b""
-
-    def frame() -> Tuple[int, bytes]:
-        nonlocal buffer
-        while True:
-            if len(buffer) >= 8:
-                size, kind = struct.unpack(">ii", buffer[:8])
-                if len(buffer) >= 4 + size:
-                    data = buffer[8 : 4 + size]
-                    buffer = buffer[4 + size :]
-                    return kind, data
-            more = sock.recv(65536)
-            if not more:
-                raise AssertionError("nsqd closed the connection")
-            buffer += more
-
-    try:
-        sock.sendall(b"  V2SUB %s lab\n" % (topic.encode(),))
-        assert frame() == (0, b"OK")
-        sock.sendall(b"RDY %d\n" % (count,))
-        bodies: List[bytes] = []
-        while len(bodies) < count:
-            kind, data = frame()
-            if kind == 0 and data == b"_heartbeat_":
-                sock.sendall(b"NOP\n")
-            elif kind == 2:
-                sock.sendall(b"FIN " + data[10:26] + b"\n")
-                bodies.append(data[26:])
-            else:
-                raise AssertionError("unexpected frame %r" % ((kind, data),))
-        return bodies
-    finally:
-        sock.close()
-
-
 class NSQDPowerLossTests(PowerLossTestCase):
     """A real nsqd under the shim, killed, its unsynced writes lost."""
 
     def nsqd(self, flags: List[str], shim: bool, name: str, data_path: Optional[str] = None) -> NSQD:
-        env = _environment(self.journal, self.watched) if shim else dict(os.environ)
-        if not shim:
-            env["PYTHONPATH"] = _REPOSITORY + os.pathsep + env.get("PYTHONPATH", "")
+        env = _environment(self.journal, self.watched) if shim else nsqd_environment()
         log_path = os.path.join(os.path.dirname(self.watched), name + ".log")
         nsqd = NSQD(data_path or self.watched, log_path, flags, env)
         self.addCleanup(nsqd.kill)
