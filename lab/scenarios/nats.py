@@ -51,7 +51,10 @@ BridgePlan = Callable[[Any, List[NatsServer], NsqdNode], List[tuple]]
 
 
 class NatsBridge(Scenario):
-    """The bridge workload under one fault plan that cuts the paths through x1."""
+    """
+    The bridge workload under one fault plan that cuts the paths through
+    x1 for ``fault_seconds`` (twice that without ``--quick``).
+    """
 
     workload = "nats-bridge"
 
@@ -98,8 +101,9 @@ class NatsBridge(Scenario):
                 "--out", history.worker_file(channel), "--process", channel, "--stop-file", stop_file,
             ]))
         warmup = 2.0 if context.quick else 4.0
+        fault = self.fault_seconds if context.quick else 2 * self.fault_seconds
         after = 4.0 if context.quick else 8.0
-        duration = warmup + self.fault_seconds + after
+        duration = warmup + fault + after
         nsq_rate, nats_rate = (200.0, 60.0) if context.quick else (300.0, 100.0)
         history.event("phase", "publishing", duration=duration)
         t0 = time.time()
@@ -123,7 +127,7 @@ class NatsBridge(Scenario):
                 context.sleep_until(fault_at, offset)
                 started.append(nemesis)
                 nemesis.start()
-            context.sleep_until(fault_at, self.fault_seconds)
+            context.sleep_until(fault_at, fault)
         finally:
             for nemesis in started:
                 nemesis.stop()
