@@ -36,19 +36,20 @@ __all__ = [
 
 NATS_CLIENT_PORT, NATS_MONITOR_PORT = 4222, 8222
 
-#: One PING a second on every connection, two unanswered close it: a cut
-#: route is noticed in about 2 s (the default, 2 minutes, would outlast
-#: a round).  Routes are the cluster's listener on ROUTE_PORT, as nsqd's.
+#: Routes: one PING a second, two unanswered close it, so a cut route is
+#: noticed in about 2 s (the default, 2 minutes, would outlast a round).
+#: Clients keep the default: a client stalled a few seconds on this busy
+#: machine must not be dropped on a path the fault spares.  Routes are
+#: the cluster's listener on ROUTE_PORT, as nsqd's.
 _CONFIG = """\
 server_name: "%(name)s"
 listen: "%(address)s:%(client)d"
 http: "%(address)s:%(monitor)d"
-ping_interval: "1s"
-ping_max: 2
-write_deadline: "2s"
 cluster {
   name: "%(cluster)s"
   listen: "%(address)s:%(route)d"
+  ping_interval: "1s"
+  ping_max: 2
   # Clients are not told of the other servers: a client reconnects to
   # its own server, so the path each message takes is the round's.
   no_advertise: true

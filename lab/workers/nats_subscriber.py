@@ -51,7 +51,9 @@ async def _run(args: argparse.Namespace) -> None:
         max_reconnect_attempts=-1,
         reconnect_time_wait=0.2,
         connect_timeout=2,
-        ping_interval=1,
+        # A killed server closes the socket: no PINGs are needed to see
+        # it, and a loop stalled by the busy machine must not reconnect.
+        ping_interval=5,
         max_outstanding_pings=3,
         dont_randomize=True,
         disconnected_cb=disconnected,
