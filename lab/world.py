@@ -132,15 +132,22 @@ class World:
 
     # -- components --------------------------------------------------------------
 
-    def start_lookupd(self, name: str) -> Host:
-        """An nsqlookupd on host ``name``."""
+    def start_lookupd(self, name: str, extra: Optional[List[str]] = None) -> Host:
+        """
+        An nsqlookupd on host ``name``; ``extra`` flags come last (so they
+        override the lab's, e.g. ``--tombstone-lifetime=3s``).
+        """
         host = self.host(name)
         argv = [
             sys.executable, "-m", "txnsq.nsqlookupd",
             "--tcp-address=%s:%d" % (host.address, LOOKUPD_TCP),
             "--http-address=%s:%d" % (host.address, LOOKUPD_HTTP),
             "--broadcast-address=%s" % host.address,
-            "--inactive-producer-timeout=10s",
+            # Above nsqd's 15 s lookupd PING: with less, every nsqd drops
+            # out of /lookup for the rest of each 15 s (10 s hid them 5 s
+            # in every 15), and consumers could not rediscover one then.
+            "--inactive-producer-timeout=20s",
+            *(extra or []),
         ]
         process = self.launcher.start(host, "nsqlookupd-" + name, argv)
         process.wait_for(r"HTTP: listening on", 30)

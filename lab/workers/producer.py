@@ -7,7 +7,8 @@ connection or no answer within ``--timeout``).
 
 ``--mode pinned`` publishes to the first node only (what a producer that
 knows one nsqd does); ``failover`` moves to the next node when one fails
-and comes back round-robin.
+and comes back round-robin; ``roundrobin`` sends each publish to the next
+node, skipping for a second one that failed (so every nsqd holds a share).
 
     python -m lab.workers.producer --nodes A:4150,B:4150 --topic t \\
         --rate 500 --duration 20 --out history.jsonl --process p1
@@ -98,15 +99,18 @@ class NumberingProducer:
         if self.args.mode == "pinned":
             return self.nodes[0]
         for step in range(len(self.nodes)):
-            node = self.nodes[(self.current + step) % len(self.nodes)]
+            index = (self.current + step) % len(self.nodes)
+            node = self.nodes[index]
             if node.bad_until <= now:
-                self.current = (self.current + step) % len(self.nodes)
+                self.current = index
+                if self.args.mode == "roundrobin":
+                    self.current = (index + 1) % len(self.nodes)
                 return node
         return self.nodes[self.current]
 
     def failed_node(self, node: _Node) -> None:
         node.bad_until = reactor.seconds() + 1.0  # type: ignore[attr-defined]
-        if self.args.mode == "failover" and self.nodes[self.current] is node:
+        if self.args.mode != "pinned" and self.nodes[self.current] is node:
             self.current = (self.current + 1) % len(self.nodes)
 
     def tick(self) -> None:
@@ -172,7 +176,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--duration", type=float, default=20.0)
     parser.add_argument("--window", type=int, default=32, help="publishes outstanding at most")
     parser.add_argument("--timeout", type=float, default=4.0, help="seconds before an answer is unknown")
-    parser.add_argument("--mode", choices=("pinned", "failover"), default="failover")
+    parser.add_argument("--mode", choices=("pinned", "failover", "roundrobin"), default="failover")
     parser.add_argument("--start", type=int, default=1)
     parser.add_argument("--out", required=True)
     parser.add_argument("--process", default="p1")
