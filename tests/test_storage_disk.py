@@ -344,6 +344,31 @@ class DiskQueueTests(SynchronousTestCase):
         queue.put(message(9))
         self.assertEqual(self.drain(queue), sent + [message(9)])
 
+    def test_missing_meta_empty_segment(self) -> None:
+        """Without a meta file, a segment cut to 0 bytes (a power loss) is removed and counts nothing: depth is exact."""
+        self.write_file("t:c.diskqueue.000000.dat", b"")
+        queue = self.open()
+        self.assertEqual(queue.depth(), 0)
+        self.assertFalse(os.path.exists(self.path("t:c.diskqueue.000000.dat")))
+        queue.put(message(1))
+        queue.put(message(2))
+        self.assertEqual(queue.depth(), 2)
+        self.clock.advance(0)
+        self.assertEqual(self.drain(queue), [message(1), message(2)])
+        self.assertEqual(queue.depth(), 0)
+        queue.close()
+        self.assertEqual(self.open().depth(), 0)
+
+    def test_missing_meta_empty_segment_first(self) -> None:
+        """Without a meta file, an empty first segment is skipped and the records after it are counted exactly."""
+        sent = [message(i) for i in range(3)]
+        self.write_file("t:c.diskqueue.000000.dat", b"")
+        self.write_file("t:c.diskqueue.000001.dat", b"".join(map(record, sent)))
+        queue = self.open()
+        self.assertEqual(queue.depth(), 3)
+        self.assertEqual(self.drain(queue), sent)
+        self.assertEqual(queue.depth(), 0)
+
     def test_garbage_meta(self) -> None:
         """An unreadable meta file is kept as .bad and the segments are recovered."""
         sent = [message(i) for i in range(2)]

@@ -150,17 +150,30 @@ def _recover_without_meta(directory: str, name: str, max_msg_size: int) -> Queue
     if not numbers:
         return QueueState(0, 0, 0, 0, 0)
     depth = 0
+    kept = []
     for number in numbers:
-        depth += count_records(
-            os.path.join(directory, segment_file_name(name, number)), 0, max_msg_size
-        )
+        path = os.path.join(directory, segment_file_name(name, number))
+        try:
+            empty = os.stat(path).st_size == 0
+        except OSError:
+            empty = False
+        if empty:
+            # Created and never synced before a power loss: it holds
+            # nothing, and reading from it would count as unread.
+            remove_file(directory, name, segment_file_name(name, number))
+            continue
+        kept.append(number)
+        depth += count_records(path, 0, max_msg_size)
     _log.warn(
         "DISKQUEUE({name}): no meta file; recovered {depth} messages from {files} files",
         name=name,
         depth=depth,
         files=len(numbers),
     )
-    return QueueState(depth, numbers[0], 0, numbers[-1] + 1, 0)
+    if not kept:
+        # Write on after the last number, read from there: nothing is unread.
+        return QueueState(0, numbers[-1] + 1, 0, numbers[-1] + 1, 0)
+    return QueueState(depth, kept[0], 0, numbers[-1] + 1, 0)
 
 
 def _check_write_file(
