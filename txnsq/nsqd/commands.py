@@ -428,7 +428,11 @@ class V2Commands(AuthGate):
         :meth:`_confirm_published` to check once the barrier wrote it.
         """
         if self.broker.barrier is not None:
-            self._unconfirmed.append((len(self._out), topic, verb))
+            unconfirmed = self._unconfirmed
+            # A later answer to the same topic needs no mark: the first
+            # one's is before it, and an error cuts the output there.
+            if not unconfirmed or unconfirmed[-1][1] is not topic:
+                unconfirmed.append((len(self._out), topic, verb))
         self._write(answer)
 
     def _confirm_published(self, out: List[bytes], unconfirmed: List[Tuple[int, "Topic", bytes]]) -> bool:
