@@ -8,8 +8,10 @@ with Go nsqd is tests.integration.test_conformance_http.
 
 from __future__ import annotations
 
+import errno
 import json
 import marshal
+import os
 import struct
 import sys
 from typing import Any, Dict, List, Optional, Tuple
@@ -38,6 +40,7 @@ from txnsq.protocol.http_params import (
     parse_query,
     topic_channel_args,
 )
+from txnsq.storage.disk import DiskStorage
 from txnsq.storage.memory import MemoryStorage
 
 JSON = "application/json; charset=utf-8"
@@ -1203,6 +1206,34 @@ class BarrierTests(HTTPTestCase):
         self.assertOK(self.post("/pub?topic=t&defer=1000", b"two"))
         self.assertOK(self.post("/mpub?topic=t", b"three\nfour"))
         self.assertEqual(depths, [1, 2, 4])
+
+    def disk_full(self, sync_every: int) -> Any:
+        """A broker on disk storage with --mem-queue-size=0 whose topic ``t`` cannot write."""
+        directory = self.mktemp()
+        os.makedirs(directory)
+        self.build(DiskStorage(), data_path=directory, mem_queue_size=0, sync_every=sync_every)
+        self.addCleanup(self.broker.close)
+        queue = self.broker.get_topic("t")._queue
+
+        def full(fd: int, data: Any) -> int:
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+        queue.os_write = full
+        return queue
+
+    def test_failed_write_not_ok(self) -> None:
+        """A /pub whose write hits ENOSPC is answered 503 EXITING (Go's failed put), not OK; the queue keeps it in memory."""
+        for sync_every in (2500, 1):
+            queue = self.disk_full(sync_every)
+            self.assertError(self.post("/pub?topic=t", b"one"), 503, "EXITING")
+            self.assertEqual(queue.depth(), 1)
+            self.assertIsNotNone(queue.error)
+
+    def test_failed_mpub_write_not_ok(self) -> None:
+        """An /mpub whose write hits ENOSPC is answered 503 EXITING, not OK."""
+        queue = self.disk_full(1)
+        self.assertError(self.post("/mpub?topic=t", b"a\nb"), 503, "EXITING")
+        self.assertEqual(queue.depth(), 2)
 
     def test_refused_publish_skips_barrier(self) -> None:
         """A refused publish does not run it."""

@@ -9,9 +9,10 @@ import errno
 import os
 import struct
 from types import SimpleNamespace
-from typing import Any, List, Optional
+from typing import Any, Dict, List, Optional
 
 from twisted.internet.task import Clock
+from twisted.logger import globalLogPublisher
 from twisted.trial.unittest import SynchronousTestCase
 from zope.interface.verify import verifyObject
 
@@ -31,6 +32,7 @@ from txnsq.storage.diskqueue_format import (
     parse_segment_file_name,
     segment_file_name,
 )
+from txnsq.storage.flight_log import flight_file_name
 from txnsq.storage.interfaces import IDeferredStore
 from txnsq.storage.plugins import get_storage_backend
 from txnsq.storage.sync_worker import SyncWorker
@@ -343,6 +345,63 @@ class DiskQueueTests(SynchronousTestCase):
         self.assertEqual(queue.depth(), 4)
         queue.put(message(9))
         self.assertEqual(self.drain(queue), sent + [message(9)])
+
+    def test_missing_meta_empty_segment(self) -> None:
+        """Without a meta file, a segment cut to 0 bytes (a power loss) is removed and counts nothing: depth is exact."""
+        self.write_file("t:c.diskqueue.000000.dat", b"")
+        queue = self.open()
+        self.assertEqual(queue.depth(), 0)
+        self.assertFalse(os.path.exists(self.path("t:c.diskqueue.000000.dat")))
+        queue.put(message(1))
+        queue.put(message(2))
+        self.assertEqual(queue.depth(), 2)
+        self.clock.advance(0)
+        self.assertEqual(self.drain(queue), [message(1), message(2)])
+        self.assertEqual(queue.depth(), 0)
+        queue.close()
+        self.assertEqual(self.open().depth(), 0)
+
+    def test_missing_meta_empty_segment_first(self) -> None:
+        """Without a meta file, an empty first segment is skipped and the records after it are counted exactly."""
+        sent = [message(i) for i in range(3)]
+        self.write_file("t:c.diskqueue.000000.dat", b"")
+        self.write_file("t:c.diskqueue.000001.dat", b"".join(map(record, sent)))
+        queue = self.open()
+        self.assertEqual(queue.depth(), 3)
+        self.assertEqual(self.drain(queue), sent)
+        self.assertEqual(queue.depth(), 0)
+
+    def test_stale_temp_meta_removed(self) -> None:
+        """Temporary files of meta, deferred and flight-log writes cut short by a kill are removed at open; others are left alone."""
+        sent = [message(i) for i in range(2)]
+        queue = self.open()
+        for data in sent:
+            queue.put(data)
+        queue.close()
+        stale = [
+            "t:c.diskqueue.meta.dat.123456789.tmp",
+            "t:c.diskqueue.deferred.dat.42.tmp",
+            flight_file_name("t:c") + ".7.tmp",
+        ]
+        kept = [
+            "t:c.diskqueue.meta.dat.x.tmp",
+            "t:c2.diskqueue.meta.dat.5.tmp",
+            "t.diskqueue.meta.dat.5.tmp",
+        ]
+        for filename in stale + kept:
+            self.write_file(filename, b"")
+        events: List[Dict[str, Any]] = []
+        globalLogPublisher.addObserver(events.append)
+        self.addCleanup(globalLogPublisher.removeObserver, events.append)
+        queue = self.open()
+        for filename in stale:
+            self.assertFalse(os.path.exists(self.path(filename)), filename)
+        for filename in kept:
+            self.assertTrue(os.path.exists(self.path(filename)), filename)
+        self.assertEqual(self.drain(queue), sent)
+        removals = [e for e in events if "interrupted write" in e.get("log_format", "")]
+        self.assertEqual(len(removals), 1)
+        self.assertEqual(removals[0]["count"], 3)
 
     def test_garbage_meta(self) -> None:
         """An unreadable meta file is kept as .bad and the segments are recovered."""

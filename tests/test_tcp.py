@@ -5,7 +5,9 @@ through StringTransport with time from task.Clock.
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 import struct
 from typing import Any, List, Optional, Tuple
 
@@ -23,6 +25,7 @@ from txnsq.protocol.auth import Authorization, AuthState
 from txnsq.protocol.frames import FrameParser
 from txnsq.protocol.message import decode_message
 from txnsq.protocol.v2 import V2CommandParser
+from txnsq.storage.disk import DiskStorage
 from txnsq.storage.memory import MemoryStorage
 
 RESPONSE, ERROR, MESSAGE = 0, 1, 2
@@ -1230,6 +1233,94 @@ class BarrierTests(ProtocolTestCase):
         """A broker on other storage has no barrier."""
         self.make_broker()
         self.assertIsNone(self.broker.barrier)
+
+
+def _disk_full(fd: int, data: Any) -> int:
+    """A segment write on a full disk."""
+    raise OSError(errno.ENOSPC, "No space left on device")
+
+
+_NO_SPACE = b"failed to write to diskqueue %s - [Errno 28] No space left on device"
+
+
+class DiskFullTests(ProtocolTestCase):
+    """
+    With --mem-queue-size=0 on disk storage, a publish whose records could
+    not be written (a full disk) is answered with Go's failure, never OK.
+    """
+
+    sync_every = 2500
+
+    def setUp(self) -> None:
+        ProtocolTestCase.setUp(self)
+        directory = self.mktemp()
+        os.makedirs(directory)
+        self.options.data_path = directory
+        self.options.mem_queue_size = 0
+        self.options.sync_every = self.sync_every
+        self.broker = Broker(self.options, self.clock, DiskStorage())
+        self.addCleanup(self.broker.close)
+        self.factory = NSQDFactory(self.broker, self.clock)
+
+    def fill(self, name: str) -> Any:
+        """The disk is full for the queue of topic ``name`` (no channels)."""
+        queue = self.broker.get_topic(name)._queue
+        queue.os_write = _disk_full
+        return queue
+
+    def test_pub_failed_write(self) -> None:
+        """A PUB whose write hits ENOSPC gets E_PUB_FAILED (fatal), not OK; the queue keeps the message and writes it once it can."""
+        queue = self.fill("t")
+        producer = self.connect()
+        producer.send(pub(b"t", b"x"))
+        self.assertEqual(
+            producer.frames(), [(ERROR, b"E_PUB_FAILED PUB failed " + _NO_SPACE % (b"t",))]
+        )
+        self.assertTrue(producer.closed)
+        # Kept in memory (an unknown outcome for the producer) ...
+        self.assertEqual(queue.depth(), 1)
+        queue.os_write = os.write
+        self.clock.advance(1.0)
+        # ... and written when writing works again.
+        self.assertIsNone(queue.error)
+        self.assertEqual(queue.read()[26:], b"x")
+
+    def test_oks_before_failure_stay(self) -> None:
+        """A PUB to a topic whose write worked keeps its OK; the failed MPUB after it is E_MPUB_FAILED and nothing follows."""
+        self.fill("t")
+        producer = self.connect()
+        producer.send(pub(b"fine", b"a") + mpub(b"t", [b"b", b"c"]) + pub(b"fine", b"d"))
+        frames = producer.frames()
+        self.assertEqual(frames[0], (RESPONSE, b"OK"))
+        self.assertEqual(frames[1:], [(ERROR, b"E_MPUB_FAILED MPUB failed " + _NO_SPACE % (b"t",))])
+        self.assertTrue(producer.closed)
+        self.assertEqual(self.broker.get_topic("fine")._queue.error, None)
+
+    def test_channel_write_failed(self) -> None:
+        """A PUB to a topic with a channel checks the channel's queue, where the message went."""
+        queue = self.broker.get_topic("t").get_channel("c")._queue
+        queue.os_write = _disk_full
+        producer = self.connect()
+        producer.send(pub(b"t", b"x"))
+        self.assertEqual(
+            producer.frames(),
+            [(ERROR, b"E_PUB_FAILED PUB failed " + _NO_SPACE % (b"t:c",))],
+        )
+
+    def test_ok_when_written(self) -> None:
+        """PUBs whose writes work are answered OK, and are on disk by then."""
+        producer = self.connect()
+        producer.send(pub(b"t", b"x") + pub(b"t", b"y"))
+        self.assertEqual(producer.raw(), OK * 2)
+        queue = self.broker.get_topic("t")._queue
+        self.assertEqual(queue._pending, bytearray())
+        self.assertEqual(queue.depth(), 2)
+
+
+class DiskFullSyncTests(DiskFullTests):
+    """The same with --sync-every=1."""
+
+    sync_every = 1
 
 
 class MirrorGateCase(ProtocolTestCase):

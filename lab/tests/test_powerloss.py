@@ -504,11 +504,12 @@ class NSQDPowerLossTests(PowerLossTestCase):
         self.assertEqual(survivor.depth("t"), len(bodies))
         self.assertEqual(consume(survivor.tcp, "t", len(bodies)), bodies)
         survivor.stop()
-        # After the loss the first message out is one published after the
-        # restart: none of the 40 is left.  (Its /stats depth is no help
-        # here: nsqd reports a phantom depth of 1 for the topic, see
-        # lab/README.md.)
+        # After the loss none of the 40 is left: the depth is 0 (the empty
+        # segment counts nothing), and the first message out is one
+        # published after the restart.
         again = self.nsqd(flags, shim=False, name="second")
+        self.assertEqual(again.depth("t"), 0)
         self.publish(again, [b"after the restart"])
+        self.assertEqual(again.depth("t"), 1)
         self.assertEqual(consume(again.tcp, "t", 1), [b"after the restart"])
         again.stop()

@@ -14,7 +14,7 @@ connection itself, with no hop between objects per command.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple
 
 from txnsq.nsqd.authorizing import AuthGate
 from txnsq.nsqd.channel import InFlightError, SubscribeError
@@ -85,7 +85,10 @@ class V2Commands(AuthGate):
         _run_name: bytes
         _run_topic: Optional[Topic]
         _run_bodies: List[bytes]
+        _out: List[bytes]
+        _out_size: int
         _out_limit: int
+        _unconfirmed: List[Tuple[int, "Topic", bytes]]
         _encoder: Any
         _decoder: Any
 
@@ -410,13 +413,56 @@ class V2Commands(AuthGate):
                         counts[name] = counts.get(name, 0) + done
                         if topic.mirror is not None:
                             self._mirror_published(b"PUB")
-                        self._write(OK_FRAME * done)
+                        self._answer_published(topic, b"PUB", OK_FRAME * done)
                     self._send_error(protocol_error("E_PUB_FAILED", "PUB failed %s" % (error,)))
                     return
         counts[name] = counts.get(name, 0) + len(bodies)
         if topic.mirror is not None:
             self._mirror_published(b"PUB")
-        self._write(OK_FRAME * len(bodies))
+        self._answer_published(topic, b"PUB", OK_FRAME * len(bodies))
+
+    def _answer_published(self, topic: "Topic", verb: bytes, answer: bytes) -> None:
+        """
+        Write the ``OK`` (``answer``) of a ``verb`` (PUB, MPUB, DPUB) to
+        ``topic``; with ``--mem-queue-size=0`` its place is marked, for
+        :meth:`_confirm_published` to check once the barrier wrote it.
+        """
+        if self.broker.barrier is not None:
+            unconfirmed = self._unconfirmed
+            # A later answer to the same topic needs no mark: the first
+            # one's is before it, and an error cuts the output there.
+            if not unconfirmed or unconfirmed[-1][1] is not topic:
+                unconfirmed.append((len(self._out), topic, verb))
+        self._write(answer)
+
+    def _confirm_published(self, out: List[bytes], unconfirmed: List[Tuple[int, "Topic", bytes]]) -> bool:
+        """
+        After the barrier, before ``out`` (the output taken from
+        ``_out``) is written: the publishes answered in it whose records
+        could not be written (a full disk; :meth:`Topic.write_error`) are
+        not on disk, so their ``OK`` must not leave.  The output before
+        the first of them stays; in place of its answer goes Go's fatal
+        error for its command (``E_PUB_FAILED PUB failed <error>``,
+        ``E_MPUB_FAILED``, ``E_DPUB_FAILED``), and nothing after it.  The
+        queue keeps the messages in memory and writes them once writing
+        works again, so their outcome is unknown to the producer, as for
+        any publish answered with an error after it was stored.
+
+        :return: whether ``out`` now ends with that error (the caller
+            closes the connection once it is written).
+        """
+        for index, topic, verb in unconfirmed:
+            if index > len(out):
+                break
+            error = topic.write_error()
+            if error is not None:
+                del out[index:]
+                name = verb.decode("ascii")
+                failure = protocol_error("E_%s_FAILED" % (name,), "%s failed %s" % (name, error))
+                out.append(encode_frame(FRAME_TYPE_ERROR, failure.frame_data()))
+                self._log.info("client({peer}) - {error}", peer=self._peer(), error=failure)
+                return True
+        return False
 
     def _mpub(self, command: Command) -> None:
         bodies = command.body
@@ -434,7 +480,7 @@ class V2Commands(AuthGate):
         counts[name] = counts.get(name, 0) + len(bodies)
         if topic.mirror is not None:
             self._mirror_published(b"MPUB")
-        self._write(OK_FRAME)
+        self._answer_published(topic, b"MPUB", OK_FRAME)
 
     def _dpub(self, command: Command) -> None:
         body = command.body
@@ -451,4 +497,4 @@ class V2Commands(AuthGate):
         counts[name] = counts.get(name, 0) + 1
         if topic.mirror is not None:
             self._mirror_published(b"DPUB")
-        self._write(OK_FRAME)
+        self._answer_published(topic, b"DPUB", OK_FRAME)

@@ -146,14 +146,22 @@ class NSQDHTTPAPI(GoRouter, PprofHandlers):
         #: Mirrored topics (txnsq.cluster.mirror.Mirror), when routes are on.
         self.mirror: Optional[Any] = None
 
-    def _commit(self) -> None:
+    def _commit(self, topic: Any) -> None:
         """
-        With ``--mem-queue-size=0``: write what a publish stored before its
-        ``OK`` is sent (see :attr:`Broker.barrier`).
+        With ``--mem-queue-size=0``: write what a publish to ``topic``
+        stored before its ``OK`` is sent (see :attr:`Broker.barrier`).
+
+        :raises APIError: 503 ``EXITING`` (Go's answer to a failed put):
+            a write failed (a full disk), so the message is not on disk.
+            The queue keeps it in memory and writes it once writing works
+            again: it may still be delivered (the outcome is unknown to
+            the producer), or be lost in a crash.
         """
         barrier = self.broker.barrier
         if barrier is not None:
             barrier()
+            if topic.write_error() is not None:
+                raise APIError(503, "EXITING")
 
     def _seconds(self) -> float:
         """Requests are timed by the broker's clock."""
@@ -326,7 +334,7 @@ class NSQDHTTPAPI(GoRouter, PprofHandlers):
             raise APIError(503, MIRROR_STANDBYS_UNAVAILABLE)
         except PublishError:
             raise APIError(503, "EXITING")
-        self._commit()
+        self._commit(topic)
         return self._after_mirror(topic, "OK")
 
     @go_route(app, "POST", "/mpub", logged=False, routes=ROUTES)
@@ -363,7 +371,7 @@ class NSQDHTTPAPI(GoRouter, PprofHandlers):
             raise APIError(503, MIRROR_STANDBYS_UNAVAILABLE)
         except PublishError:
             raise APIError(503, "EXITING")
-        self._commit()
+        self._commit(topic)
         return self._after_mirror(topic, "OK")
 
     @go_route(app, "GET", "/stats", routes=ROUTES)

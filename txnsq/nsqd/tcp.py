@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import struct
 from itertools import count as _count
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Set
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Set, Tuple
 
 from twisted.internet.interfaces import IAddress, IDelayedCall, IHandshakeListener, IReactorTime, ITransport
 from twisted.internet.protocol import Factory, Protocol
@@ -125,6 +125,9 @@ class NSQDProtocol(V2Commands, MirrorHold, Protocol):
         self._out: List[bytes] = []
         self._out_size = 0
         self._out_limit = DEFAULT_OUTPUT_BUFFER_SIZE
+        # With --mem-queue-size=0: the publishes answered in _out, checked
+        # after the barrier (_confirm_published): (place, topic, verb).
+        self._unconfirmed: List[Tuple[int, Topic, bytes]] = []
         self._has_output = False
         self._flusher = scheduler_for(clock)
         # IDENTIFY, the upgrades and AUTH's authorizations.
@@ -366,16 +369,24 @@ class NSQDProtocol(V2Commands, MirrorHold, Protocol):
             return
         self._out = []
         self._out_size = 0
+        unconfirmed = self._unconfirmed
+        if unconfirmed:
+            self._unconfirmed = []
         if self.state == STATE_CLOSED or self.transport is None:
             return
         barrier = self.broker.barrier
+        failed = False
         if barrier is not None:
             # --mem-queue-size=0: an OK (or a message) leaves only once the
             # records and flight-log entries it depends on are written.
             barrier()
+            if unconfirmed:
+                failed = self._confirm_published(out, unconfirmed)
         data = out[0] if len(out) == 1 else b"".join(out)
         encoder = self._encoder
         self.transport.write(data if encoder is None else encoder.encode(data))
+        if failed:
+            self._abort()
 
     def _abort(self) -> None:
         """Stop reading and close once pending writes are flushed."""

@@ -541,6 +541,28 @@ class Topic:
         self.retention = TopicRetention(self, settings)
         self.broker._topology_changed()
 
+    def write_error(self) -> Optional[str]:
+        """
+        After the storage barrier (``--mem-queue-size=0``): why the
+        messages just published may not be on disk, or ``None``.  A
+        publish is refused while a queue it goes to has an
+        :attr:`error <txnsq.storage.disk.DiskQueue.error>`, so one found
+        here was set by a write made since: the records of this turn went
+        back to memory (the queue writes them when writing works again),
+        and the publish must be answered with an error, never ``OK``.
+        Checks the queues :meth:`publish` checks: the channels' when the
+        topic hands messages to channels, else its own.
+        """
+        targets = self._targets
+        if targets:
+            for channel in targets:
+                error = channel._queue.error
+                if error is not None:
+                    return str(error)
+            return None
+        error = self._queue.error
+        return None if error is None else str(error)
+
     # -- internals -------------------------------------------------------
 
     def _check_held(self, count: int) -> None:

@@ -15,6 +15,7 @@ from typing import List, Optional, Tuple
 
 from twisted.logger import Logger
 
+from txnsq.storage.flight_log import flight_file_name
 from txnsq.storage.diskqueue_format import (
     MIN_MESSAGE_SIZE,
     RECORD_HEADER,
@@ -37,6 +38,7 @@ __all__ = [
     "quarantine",
     "read_saved_deferred",
     "remove_file",
+    "remove_stale_temp_files",
     "segment_numbers",
 ]
 
@@ -89,6 +91,38 @@ def remove_file(directory: str, name: str, filename: str) -> None:
         )
 
 
+def remove_stale_temp_files(directory: str, name: str, filenames: List[str]) -> int:
+    """
+    Remove what atomic writes of the queue ``name``'s ``filenames`` (its
+    meta file, ...) left behind when the process died mid-write:
+    ``FILE.<n>.tmp`` (:func:`txnsq.files.write_file_atomically`), never
+    renamed into place, so never read.  Logged once; returns how many.
+    """
+    try:
+        names = os.listdir(directory or ".")
+    except OSError:
+        return 0
+    stale = []
+    for candidate in names:
+        if candidate.endswith(".tmp"):
+            for filename in filenames:
+                if candidate.startswith(filename + ".") and candidate[len(filename) + 1 : -4].isdigit():
+                    stale.append(candidate)
+                    break
+    if stale:
+        stale.sort()
+        _log.warn(
+            "DISKQUEUE({name}): removing {count} temporary files left by an "
+            "interrupted write: {files}",
+            name=name,
+            count=len(stale),
+            files=", ".join(stale),
+        )
+        for filename in stale:
+            remove_file(directory, name, filename)
+    return len(stale)
+
+
 def count_records(path: str, start: int, max_msg_size: int) -> int:
     """How many whole, plausible records the segment ``path`` holds from ``start``."""
     count = 0
@@ -125,6 +159,9 @@ def open_state(directory: str, name: str, max_msg_size: int) -> Tuple[QueueState
     records (or the segments give without one), and the state to go on
     from once the write segment is checked (:func:`_check_write_file`).
     """
+    remove_stale_temp_files(
+        directory, name, [meta_file_name(name), deferred_file_name(name), flight_file_name(name)]
+    )
     meta_path = os.path.join(directory, meta_file_name(name))
     state: Optional[QueueState] = None
     try:
@@ -150,17 +187,30 @@ def _recover_without_meta(directory: str, name: str, max_msg_size: int) -> Queue
     if not numbers:
         return QueueState(0, 0, 0, 0, 0)
     depth = 0
+    kept = []
     for number in numbers:
-        depth += count_records(
-            os.path.join(directory, segment_file_name(name, number)), 0, max_msg_size
-        )
+        path = os.path.join(directory, segment_file_name(name, number))
+        try:
+            empty = os.stat(path).st_size == 0
+        except OSError:
+            empty = False
+        if empty:
+            # Created and never synced before a power loss: it holds
+            # nothing, and reading from it would count as unread.
+            remove_file(directory, name, segment_file_name(name, number))
+            continue
+        kept.append(number)
+        depth += count_records(path, 0, max_msg_size)
     _log.warn(
         "DISKQUEUE({name}): no meta file; recovered {depth} messages from {files} files",
         name=name,
         depth=depth,
         files=len(numbers),
     )
-    return QueueState(depth, numbers[0], 0, numbers[-1] + 1, 0)
+    if not kept:
+        # Write on after the last number, read from there: nothing is unread.
+        return QueueState(0, numbers[-1] + 1, 0, numbers[-1] + 1, 0)
+    return QueueState(depth, kept[0], 0, numbers[-1] + 1, 0)
 
 
 def _check_write_file(
