@@ -151,6 +151,7 @@ def check_log(events: List[Dict[str, Any]]) -> LogResult:
     result = LogResult()
     invoked: Set[Key] = set()
     acked: Dict[Key, Optional[Place]] = {}
+    acked_at: Dict[Key, float] = {}
     failed: Set[Key] = set()
     unknown: Set[Key] = set()
     passes: Dict[str, _Pass] = {}
@@ -165,6 +166,7 @@ def check_log(events: List[Dict[str, Any]]) -> LogResult:
             elif kind == "ok":
                 place = (event["part"], event["off"]) if "off" in event else None
                 acked[key] = place
+                acked_at[key] = float(event.get("t", 0))
             elif kind == "fail":
                 failed.add(key)
             else:
@@ -209,7 +211,9 @@ def check_log(events: List[Dict[str, Any]]) -> LogResult:
         found = where.get(key)
         if not found:
             known = place or seen_at.get(key)
-            if known is not None and any(d.covers(known) for d in cuts):
+            # A cut excuses what was acknowledged before it, not records
+            # written later at offsets it freed.
+            if known is not None and any(d.covers(known) and d.t > acked_at[key] for d in cuts):
                 result.cut += 1
                 continue
             result.lost += 1

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Sequence
 
 from twisted.trial.unittest import SynchronousTestCase
 
@@ -29,7 +29,7 @@ class _History:
         self._add(p=p, type=outcome, f=f, v=n, **extra)
 
     def read(self, label: str, records: Dict[tuple, Any], partitions: int = 1,
-             bad: List[tuple] = (), client: str = "refused: checksum", error: Optional[int] = None,
+             bad: Sequence[tuple] = (), client: str = "refused: checksum", error: Optional[int] = None,
              finished: bool = True) -> None:
         """A pass: ``records`` maps (partition, offset) to (writer, n), or to a dict of fields."""
         for place, what in sorted(records.items()):
@@ -178,6 +178,17 @@ class LogCheckerTests(SynchronousTestCase):
         self.assertEqual((result.cut, result.lost, result.vanished, result.reused, result.unstable),
                          (2, 0, 0, 1, 0))
         self.assertEqual(result.violations(), [])
+
+    def test_cut_does_not_excuse_later_writes(self) -> None:
+        """A record acknowledged after a cut, at an offset in it, and then missing is lost."""
+        h = _History()
+        h.write(1, place=(0, 0))
+        h.read("before", {(0, 0): ("w1", 1)})
+        h.damage("cut", 0, 0, 100)
+        h.write(2, place=(0, 0))
+        h.read("final", {})
+        result = check_log(h.events)
+        self.assertEqual((result.cut, result.lost), (1, 1))
 
     def test_cut_kept(self) -> None:
         """A record still there after a declared cut is counted as kept."""

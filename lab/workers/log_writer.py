@@ -66,7 +66,12 @@ class LogWriter:
 
     # -- life ----------------------------------------------------------------
 
-    def start(self) -> None:
+    def start(self, waited: float = 0.0) -> None:
+        # The first records would fail for want of a MetaQ connection:
+        # make it first (for up to 5 s).
+        if self.args.mode != "pub" and self._metaq_client() is None and waited < 5.0:
+            reactor.callLater(0.05, self.start, waited + 0.05)
+            return
         self.loop.start(1.0 / self.args.rate, now=True)
         if self.args.duration > 0:
             reactor.callLater(self.args.duration, self.stop)
