@@ -19,10 +19,30 @@ import tempfile
 from typing import Any, Callable, Dict, Optional
 
 
+class _DiskFaults:
+    """:mod:`lab.disk_faults`, its ``DiskFaultError`` raised as :class:`LabError` (a round's failure)."""
+
+    def __init__(self, module: Any) -> None:
+        self._module = module
+
+    def __getattr__(self, name: str) -> Any:
+        function = getattr(self._module, name)
+        error = self._module.DiskFaultError
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return function(*args, **kwargs)
+            except error as e:
+                raise LabError("%s: %s" % (name, e))
+
+        return call
+
+
 def disk_faults() -> Any:
     """
     :mod:`lab.disk_faults`, imported when first used (the lab lists its
-    scenarios without it).
+    scenarios without it), raising :class:`LabError` where it raises
+    ``DiskFaultError``.
 
     :raises LabError: it is not there.
     """
@@ -30,7 +50,7 @@ def disk_faults() -> Any:
         from lab import disk_faults as module
     except ImportError as e:
         raise LabError("lab.disk_faults is missing: %s" % (e,))
-    return module
+    return _DiskFaults(module)
 
 
 def _powerloss() -> Any:
@@ -137,7 +157,9 @@ class DiskFull(Nemesis):
         self.history.event("info", "disk-full-filled", path=self.path, free_bytes=st.f_bavail * st.f_frsize)
 
     def _stop(self) -> None:
-        disk_faults().unfill(self.path)
+        if self.filler:
+            disk_faults().unfill(self.filler)
+            self.filler = ""
 
 
 class StoppedDamage(Nemesis):
