@@ -89,13 +89,15 @@ class DamageTests(SynchronousTestCase):
 
             self.lines.append(formatEvent(event))
 
-        globalLogPublisher.addObserver(observe)
-        self.addCleanup(globalLogPublisher.removeObserver, observe)
+        observer: Any = observe  # an ILogObserver: a callable taking the event
+        globalLogPublisher.addObserver(observer)
+        self.addCleanup(globalLogPublisher.removeObserver, observer)
 
     def damage(self, damage: Damage) -> Tuple[Expectation, Dict[int, bytes], List[Tuple[int, int]]]:
         context = _Context()
         expect = Expectation(context.history)
-        do_damage(context, _Node(self.data), TOPIC, self.records, damage, expect)
+        node: Any = _Node(self.data)  # do_damage only reads its data_path
+        do_damage(context, node, TOPIC, self.records, damage, expect)
         after, moves = _read(self.directory)
         text = "\n".join(self.lines)
         for pattern in expect.log_lines:
