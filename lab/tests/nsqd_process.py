@@ -134,15 +134,20 @@ def consume(address: Tuple[str, int], topic: str, count: int) -> List[bytes]:
     try:
         sock.sendall(b"  V2SUB %s lab\n" % (topic.encode(),))
         assert frame() == (0, b"OK")
-        sock.sendall(b"RDY %d\n" % (count,))
         bodies: List[bytes] = []
+        ready = 0
         while len(bodies) < count:
+            if ready == 0:
+                # nsqd takes at most --max-rdy-count (2500) at a time.
+                ready = min(count - len(bodies), 2500)
+                sock.sendall(b"RDY %d\n" % (ready,))
             kind, data = frame()
             if kind == 0 and data == b"_heartbeat_":
                 sock.sendall(b"NOP\n")
             elif kind == 2:
                 sock.sendall(b"FIN " + data[10:26] + b"\n")
                 bodies.append(data[26:])
+                ready -= 1
             else:
                 raise AssertionError("unexpected frame %r" % ((kind, data),))
         return bodies
