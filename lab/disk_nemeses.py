@@ -7,7 +7,8 @@ those of :mod:`lab.nemesis`:
   SIGKILLs it and puts every file back to what it held at its last
   ``fsync``; ``stop`` restarts it, still under the shim.
 - :class:`DiskFull`: the file system of a path (a small tmpfs, see
-  :func:`on_small_tmpfs`) filled to the last byte; ``stop`` frees it.
+  :func:`on_small_tmpfs`) filled to the last byte (and, held, filled
+  again as space is freed); ``stop`` frees it.
 - :class:`StoppedDamage`: the nsqd stopped cleanly (SIGTERM), its files
   damaged by a callback while it is down, then restarted.
 """
@@ -16,7 +17,16 @@ from __future__ import annotations
 
 import os
 import tempfile
-from typing import Any, Callable, Dict, Optional
+import threading
+import time
+from typing import Any, Callable, Dict, List, Optional
+
+from lab.errors import LabError
+from lab.history import History
+from lab.nemesis import Nemesis
+from lab.world import NsqdNode, World
+
+__all__ = ["DiskFull", "PowerLoss", "StoppedDamage", "disk_faults", "on_small_tmpfs", "under_power_loss"]
 
 
 class _DiskFaults:
@@ -60,12 +70,6 @@ def _powerloss() -> Any:
         raise LabError("lab.powerloss is missing: %s" % (e,))
     return module
 
-from lab.errors import LabError
-from lab.history import History
-from lab.nemesis import Nemesis
-from lab.world import NsqdNode, World
-
-__all__ = ["DiskFull", "PowerLoss", "StoppedDamage", "disk_faults", "on_small_tmpfs", "under_power_loss"]
 
 #: Where the shim is built once for every round (it is rebuilt when its source changes).
 SHIM_CACHE = os.path.join(tempfile.gettempdir(), "txnsq-lab-powerloss")
@@ -138,28 +142,58 @@ class PowerLoss(Nemesis):
 
 
 class DiskFull(Nemesis):
-    """The file system holding ``path`` filled (``leave_bytes`` left); ``stop`` frees it."""
+    """
+    The file system holding ``path`` filled (``leave_bytes`` left);
+    ``stop`` frees it.
+
+    :param hold: fill again every ``interval`` seconds while it lasts, so
+        that space nsqd frees (consumed segments it deletes) is taken
+        back and writes keep failing.
+    """
 
     name = "disk-full"
 
-    def __init__(self, world: World, history: History, path: str, leave_bytes: int = 0) -> None:
+    def __init__(self, world: World, history: History, path: str, leave_bytes: int = 0,
+                 hold: bool = False, interval: float = 0.05) -> None:
         super().__init__(world, history)
         self.path = path
         self.leave_bytes = leave_bytes
-        self.filler = ""
+        self.hold = hold
+        self.interval = interval
+        self.fillers: List[str] = []
+        self._holding = threading.Event()
+        self._thread: Optional[threading.Thread] = None
 
     def describe(self) -> Dict[str, Any]:
-        return {"path": self.path}
+        return {"path": self.path, "hold": self.hold}
 
     def _start(self) -> None:
-        self.filler = disk_faults().fill(self.path, leave_bytes=self.leave_bytes)
+        faults = disk_faults()
+        self.fillers.append(faults.fill(self.path, leave_bytes=self.leave_bytes))
         st = os.statvfs(self.path)
         self.history.event("info", "disk-full-filled", path=self.path, free_bytes=st.f_bavail * st.f_frsize)
+        if self.hold:
+            self._holding.set()
+            self._thread = threading.Thread(target=self._keep_full, args=(faults,), daemon=True)
+            self._thread.start()
+
+    def _keep_full(self, faults: Any) -> None:
+        while self._holding.is_set():
+            try:
+                self.fillers.append(faults.fill(self.path, leave_bytes=self.leave_bytes))
+            except LabError:
+                return
+            time.sleep(self.interval)
 
     def _stop(self) -> None:
-        if self.filler:
-            disk_faults().unfill(self.filler)
-            self.filler = ""
+        self._holding.clear()
+        if self._thread is not None:
+            self._thread.join(10)
+            self._thread = None
+        faults = disk_faults()
+        fillers, self.fillers = self.fillers, []
+        for filler in fillers:
+            faults.unfill(filler)
 
 
 class StoppedDamage(Nemesis):

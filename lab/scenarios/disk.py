@@ -13,6 +13,7 @@ import time
 from typing import Any, List
 
 from lab.disk_nemeses import DiskFull, PowerLoss, on_small_tmpfs, under_power_loss
+from lab.nemesis import ProcessFault
 from lab.queue_workload import QueueWorkload
 from lab.scenarios import register
 from lab.scenarios.base import Scenario
@@ -103,17 +104,25 @@ class QueuePowerLoss(Scenario):
 
 class QueueDiskFull(Scenario):
     """
-    ``--mem-queue-size=0`` with the data path on a small tmpfs, filled
-    for a few seconds under PUB load; the ``audit`` consumer starts while
-    it is full (its backlog is on disk).  Records what a PUB gets while
-    the disk is full; asserts nothing acknowledged is lost, nsqd keeps
-    running and delivering, and PUBs succeed again once it is freed.
+    ``--mem-queue-size=0 --sync-every=1`` with the data path on a small
+    tmpfs, filled for a few seconds under PUB load; the ``audit``
+    consumer starts while it is full (its backlog is on disk).  Records
+    what a PUB gets while the disk is full; asserts nothing acknowledged
+    is lost, nsqd keeps running and delivering, and PUBs succeed again
+    once it is freed.
+
+    :param kill: SIGKILL nsqd while the disk is still full (``audit``
+        then starts after the restart): what was acknowledged must
+        have been on disk.
     """
 
-    name = "queue-disk-full"
-    summary = "a durable nsqd's data path (a 16 MiB tmpfs) full for 3 s under PUB load"
-    nemeses = ["disk-full"]
     workload = "queue"
+
+    def __init__(self, name: str, summary: str, nemeses: List[str], kill: bool = False) -> None:
+        self.name = name
+        self.summary = summary
+        self.nemeses = nemeses
+        self.kill = kill
 
     def run_round(self, context: Any, result: Any) -> None:
         world: World = context.world
@@ -128,18 +137,26 @@ class QueueDiskFull(Scenario):
         t0 = time.time()
         workload.start_producer("p1", warmup + full + after, rate, mode="pinned")
         context.sleep_until(t0, warmup)
-        nemesis = DiskFull(world, history, node.data_path)
+        # Consumed segments are deleted: the space they free is taken back.
+        nemesis = DiskFull(world, history, node.data_path, hold=True)
+        killed = ProcessFault(world, history, node, "kill")
         filled = time.time()
         nemesis.start()
         try:
-            # The backlog of audit is on the full disk: it must be served.
-            workload.start_consumers(CHANNELS[1:])
+            if not self.kill:
+                # The backlog of audit is on the full disk: it must be served.
+                workload.start_consumers(CHANNELS[1:])
             context.sleep_until(filled, full / 2)
             stats = world.stats(world.host("c1"), node)
+            if self.kill:
+                killed.start()
             context.sleep_until(filled, full)
         finally:
             nemesis.stop()
+            killed.stop()
         freed = time.time()
+        if self.kill:
+            workload.start_consumers(CHANNELS[1:])
         workload.wait_producers(60)
         last = workload.drain(quiet=8, limit=40)
         workload.stop_consumers()
@@ -160,14 +177,19 @@ class QueueDiskFull(Scenario):
             result.problems.append("no PUB was refused while the disk was full (the fault did not bite)")
         if stats is None:
             result.problems.append("/stats did not answer while the disk was full")
-        if not delivered:
+        if not delivered and not self.kill:
             result.problems.append("nothing was delivered while the disk was full")
         if result.figures["acked_after_freed"] == 0:
             result.problems.append("no PUB was acknowledged after the disk was freed")
-        if not node.alive() or node.starts != 1:
+        if not node.alive() or node.starts != (2 if self.kill else 1):
             result.problems.append("nsqd did not keep running through the full disk")
         result.passed = not result.problems
 
 
 register(QueuePowerLoss())
-register(QueueDiskFull())
+register(QueueDiskFull(
+    "queue-disk-full", "a durable nsqd's data path (a 16 MiB tmpfs) full for 3 s under PUB load",
+    ["disk-full"]))
+register(QueueDiskFull(
+    "queue-disk-full-sigkill", "the same, nsqd SIGKILLed while the disk is full, restarted once it is freed",
+    ["disk-full", "process:sigkill"], kill=True))
