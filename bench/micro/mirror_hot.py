@@ -5,12 +5,12 @@ one channel, not mirrored and mirrored (the records gathered and encoded
 as the sender does once per reactor turn), and what the standby spends
 decoding those payloads and keeping the copy (as a node does: the
 records logged, not applied until the copy is read; see
-``bench/mirror_standby.py`` for the route's side and the copy read).
+``bench/micro/mirror_standby.py`` for the route's side and the copy read).
 
 Median of ``--rounds`` runs of ``--count`` messages, in microseconds per
 message.
 
-    python bench/mirror_hot.py [--count 200000] [--batch 100] [--size 100] [--rounds 5]
+    python bench/micro/mirror_hot.py [--count 200000] [--batch 100] [--size 100] [--rounds 5]
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import time
 from types import SimpleNamespace
 from typing import Any, List
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 from twisted.internet.task import Clock  # noqa: E402
 

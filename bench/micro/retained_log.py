@@ -23,8 +23,8 @@ broker sends slices as they are); the count is checked once afterwards.
 
 Run by hand; not a test, nothing is asserted::
 
-    python bench/retained_log.py
-    python bench/retained_log.py --count 500000 --read-count 1000000 --repeat 5
+    python bench/micro/retained_log.py
+    python bench/micro/retained_log.py --count 500000 --read-count 1000000 --repeat 5
 """
 
 from __future__ import annotations

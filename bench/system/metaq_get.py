@@ -24,8 +24,8 @@ stops.  Prints records/s and MB/s per round (wall clock) and the best.
 
 Run by hand; not a test, nothing is asserted::
 
-    python bench/metaq_get.py                          # 1,000,000 x 100 B
-    python bench/metaq_get.py --max-size 4194304 --rounds 5
+    python bench/system/metaq_get.py                          # 1,000,000 x 100 B
+    python bench/system/metaq_get.py --max-size 4194304 --rounds 5
 """
 
 from __future__ import annotations
@@ -41,9 +41,9 @@ import tempfile
 import time
 from typing import List, Optional, Tuple
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
-from nsqd_harness import NSQDChild, nsqd_command  # noqa: E402
+from bench.system.harness import NSQDChild, nsqd_command  # noqa: E402
 
 from txnsq.protocol.metaq_record import HEADER_LENGTH, iter_records, validate_records  # noqa: E402
 

@@ -14,7 +14,7 @@ round: messages acknowledged, refused (unanswered when the primary died),
 lost (acknowledged, never received), duplicates, messages taken over, and
 the seconds from the SIGKILL to the takeover seen in ``/stats``.
 
-    python bench/mirror_failover.py [--rounds 10] [--count 20000]
+    python bench/system/mirror_failover.py [--rounds 10] [--count 20000]
         [--rate 4000] [--max-in-flight 50] [--failover 1] [--ack sync]
         [--work-ms 0]
 """
@@ -39,9 +39,9 @@ from twisted.internet.task import LoopingCall, deferLater
 import treq
 from txnsq.client import Consumer, Message, Producer
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
-from nsqd_harness import free_ports  # noqa: E402
+from bench.system.harness import free_ports  # noqa: E402
 
 TOPIC = "orders"
 CHANNEL = "billing"

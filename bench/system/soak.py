@@ -7,8 +7,8 @@ frames with a control round trip after
 every batch.  Prints one progress line per step to stderr and a markdown
 table to stdout; exits 1 if any acceptance bound is missed.
 
-    python bench/soak.py                         # everything, full scale
-    python bench/soak.py --parts storm,fuzz --fuzz-frames 100000
+    python bench/system/soak.py                         # everything, full scale
+    python bench/system/soak.py --parts storm,fuzz --fuzz-frames 100000
 
 The machinery is the CI-scale tests' (``tests/integration/faults.py``),
 so this runs from the repository root in a venv where txnsq is installed
@@ -31,7 +31,7 @@ import tempfile
 import time
 from typing import Any, Generator, List, Optional, Sequence
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 from twisted.internet import task  # noqa: E402  (needs the path above)
 from twisted.internet.defer import inlineCallbacks  # noqa: E402
@@ -68,7 +68,7 @@ def progress(message: str) -> None:
 
 def commit() -> str:
     """The repository's commit (with ``-dirty`` if the tree has changes), or ``unknown``."""
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     try:
         head = subprocess.check_output(["git", "-C", root, "rev-parse", "--short", "HEAD"], text=True).strip()
         dirty = subprocess.call(["git", "-C", root, "diff", "--quiet", "HEAD"])
@@ -309,7 +309,7 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
     unknown = set(options.parts.split(",")) - set(PARTS)
     if unknown:
         parser.error("unknown parts: %s" % (", ".join(sorted(unknown)),))
-    options.command = "python bench/soak.py " + " ".join(argv)
+    options.command = "python bench/system/soak.py " + " ".join(argv)
     return options
 
 

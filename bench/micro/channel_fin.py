@@ -11,7 +11,7 @@ then, so nothing is delivered again).
 For instruction counts per phase under callgrind (runs with ``--phases``
 N and N-1, subtracted, divided by ``--count``)::
 
-    valgrind --tool=callgrind python bench/channel_fin.py --count 20000 --phases 2
+    valgrind --tool=callgrind python bench/micro/channel_fin.py --count 20000 --phases 2
 
 Run by hand; not part of the test suite.  Without callgrind it prints µs
 of CPU per message for each phase.
@@ -27,7 +27,7 @@ import tempfile
 import time
 from typing import List
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 from twisted.internet.task import Clock  # noqa: E402
 

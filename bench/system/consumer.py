@@ -19,13 +19,13 @@ own CPU time and nsqd's (``/proc/PID/stat``), and it prints one JSON line.
 
 Run by hand; not part of the test suite::
 
-    python bench/consumer.py
-    python bench/consumer.py --count 400000 --rounds 2
-    python bench/consumer.py --clients txnsq --profile 30   # cProfile, top 30
-    python bench/consumer.py --clients txnsq --count 1000000 \
+    python bench/system/consumer.py
+    python bench/system/consumer.py --count 400000 --rounds 2
+    python bench/system/consumer.py --clients txnsq --profile 30   # cProfile, top 30
+    python bench/system/consumer.py --clients txnsq --count 1000000 \
         --client-prefix 'py-spy record -r 1000 -f raw -o /tmp/txnsq.txt --'
 
-The parent uses the standard library only (see ``nsqd_harness``). The
+The parent uses the standard library only (see ``harness``). The
 ``txnsq`` subprocess imports Twisted and txnsq; the ``pynsq`` one imports
 pynsq (``pip install pynsq 'tornado<6.2'``). ``--python`` runs the
 subprocesses with another interpreter (PyPy, say).
@@ -45,9 +45,9 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
-from nsqd_harness import (  # noqa: E402  (needs the path above)
+from bench.system.harness import (  # noqa: E402  (needs the path above)
     NSQDChild,
     NSQDError,
     NSQDStartError,

@@ -10,7 +10,7 @@ turn that carries an ``fsync`` stalls every other connection.
 
 Run by hand::
 
-    python bench/diskqueue_turns.py --count 200000 --size 100
+    python bench/micro/diskqueue_turns.py --count 200000 --size 100
 
 Not a test; nothing is asserted.
 """

@@ -23,9 +23,9 @@ kernel's ``fsync`` work included).
 
 Run by hand; not part of the test suite::
 
-    python bench/retained_ingest.py
-    python bench/retained_ingest.py --pairs 80 --repeat 5
-    python bench/retained_ingest.py --sync-every 0     # no fsync
+    python bench/micro/retained_ingest.py
+    python bench/micro/retained_ingest.py --pairs 80 --repeat 5
+    python bench/micro/retained_ingest.py --sync-every 0     # no fsync
 """
 
 from __future__ import annotations
@@ -40,12 +40,11 @@ import tempfile
 import time
 from typing import Dict, List, Tuple
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 from twisted.internet.task import Clock  # noqa: E402
 
-from hot_path import connect, mpub  # noqa: E402
+from bench.micro.hot_path import connect, mpub  # noqa: E402
 from txnsq.nsqd.broker import Broker  # noqa: E402
 from txnsq.nsqd.options import NSQDOptions  # noqa: E402
 from txnsq.nsqd.retention import RetentionSettings  # noqa: E402

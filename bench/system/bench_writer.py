@@ -16,9 +16,9 @@ the client, sets the pace. The line printed on stderr at the end is Go's::
 
 Run by hand against a running nsqd::
 
-    python bench/bench_writer.py --nsqd-tcp-address 127.0.0.1:4150 --runfor 10s
+    python bench/system/bench_writer.py --nsqd-tcp-address 127.0.0.1:4150 --runfor 10s
 
-Standard library only (see ``nsqd_harness``).
+Standard library only (see ``harness``).
 """
 
 from __future__ import annotations
@@ -31,9 +31,9 @@ import time
 from dataclasses import dataclass
 from typing import Callable, List, Optional, Sequence, Tuple
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
-from loadgen import (  # noqa: E402  (needs the path above)
+from bench.system.loadgen import (  # noqa: E402  (needs the path above)
     GoSummary,
     add_deadline_argument,
     add_processes_argument,
@@ -43,7 +43,7 @@ from loadgen import (  # noqa: E402  (needs the path above)
     run_workers,
     split_evenly,
 )
-from nsqd_harness import V2Connection, mpub_command  # noqa: E402
+from bench.system.harness import V2Connection, mpub_command  # noqa: E402
 
 PROGRAM = "bench_writer"
 

@@ -17,12 +17,12 @@ costs nsqd in resident memory.
 
 Run by hand; not part of the test suite::
 
-    python bench/nsqd_perf.py                          # the whole table
-    python bench/nsqd_perf.py --quick                  # --runfor 2s
-    python bench/nsqd_perf.py --scenarios 'consumers-*,idle-connections'
-    python bench/nsqd_perf.py --nsqd '/usr/local/bin/nsqd' --scenarios '*-disk,consumers-*'
+    python bench/system/nsqd_perf.py                          # the whole table
+    python bench/system/nsqd_perf.py --quick                  # --runfor 2s
+    python bench/system/nsqd_perf.py --scenarios 'consumers-*,idle-connections'
+    python bench/system/nsqd_perf.py --nsqd '/usr/local/bin/nsqd' --scenarios '*-disk,consumers-*'
 
-Standard library only (see ``nsqd_harness``).
+Standard library only (see ``harness``).
 """
 
 from __future__ import annotations
@@ -40,12 +40,12 @@ import time
 from dataclasses import dataclass, field
 from typing import List, Optional, Sequence, Tuple
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
-from bench_reader import ReaderConfig, ReadResult, run_reader  # noqa: E402
-from bench_writer import WriteResult, WriterConfig, run_writer  # noqa: E402
-from loadgen import WorkerError, default_processes, format_go_duration, parse_go_duration  # noqa: E402
-from nsqd_harness import (  # noqa: E402
+from bench.system.bench_reader import ReaderConfig, ReadResult, run_reader  # noqa: E402
+from bench.system.bench_writer import WriteResult, WriterConfig, run_writer  # noqa: E402
+from bench.system.loadgen import WorkerError, default_processes, format_go_duration, parse_go_duration  # noqa: E402
+from bench.system.harness import (  # noqa: E402
     NSQDChild,
     NSQDError,
     V2Connection,

@@ -12,10 +12,10 @@ bookkeeping; nsqd's whole spill path is ``hot_path.py --storage disk
 
 Run by hand; not part of the test suite::
 
-    python bench/diskqueue_records.py
-    python bench/diskqueue_records.py --put-many                # a turn's messages in one run
-    TXNSQ_NO_EXTENSIONS=1 python bench/diskqueue_records.py    # the pure Python
-    valgrind --tool=callgrind python bench/diskqueue_records.py --count 20000 --phases 1
+    python bench/micro/diskqueue_records.py
+    python bench/micro/diskqueue_records.py --put-many                # a turn's messages in one run
+    TXNSQ_NO_EXTENSIONS=1 python bench/micro/diskqueue_records.py    # the pure Python
+    valgrind --tool=callgrind python bench/micro/diskqueue_records.py --count 20000 --phases 1
         # instructions per phase: runs with --phases N and N-1, subtracted
 
 Its figures are µs of this process's CPU per message (``time.process_time``).
@@ -30,7 +30,7 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 from twisted.internet.task import Clock  # noqa: E402
 

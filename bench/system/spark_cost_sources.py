@@ -1,5 +1,5 @@
 """
-Data sources for ``bench/spark_query_cost.py`` (a module of its own so that
+Data sources for ``bench/system/spark_query_cost.py`` (a module of its own so that
 Spark's Python workers import it by name):
 
 - ``nsq_costed``: the ``nsq`` source, whose stream reader writes the CPU

@@ -1,8 +1,8 @@
 """
 Throughput of the MetaQ codec (txnsq.protocol.metaq), in process, no sockets.
 
-    python bench/metaq_codec.py                  # 200,000 records of 100 bytes
-    python bench/metaq_codec.py --count 1000000 --record-size 100 --repeat 5
+    python bench/micro/metaq_codec.py                  # 200,000 records of 100 bytes
+    python bench/micro/metaq_codec.py --count 1000000 --record-size 100 --repeat 5
 
 Measures, best of --repeat runs each:
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """
 Where an AvailableNow query of the offset mode spends its CPU: the query of
-``bench/spark_offsets.py`` (``--count`` messages already published, counted
+``bench/system/spark_offsets.py`` (``--count`` messages already published, counted
 with ``foreachBatch``), run ``--queries`` times in one session after a
 warm-up query, and for each query the CPU seconds of every process by kind
 (Linux: ``/proc/<pid>/stat``):
@@ -10,16 +10,16 @@ warm-up query, and for each query the CPU seconds of every process by kind
 - ``py-exec``: the executors' Python workers (reused from query to query);
 - ``py-source``: the driver-side Python process Spark starts for each
   query to run the source's offsets and planning (measured from inside it,
-  see ``bench/spark_cost_sources.py``: it exits with the query);
+  see ``bench/system/spark_cost_sources.py``: it exits with the query);
 - ``nsqd``: the nsqd serving the reads;
 
 with Spark's ``durationMs`` of the batch and the time before it started.
 ``--ready-made`` counts ready-made Arrow batches of the same schema instead
 (no nsqd, no reads: Spark's own cost), ``--tasks`` of them.
 
-    python bench/spark_query_cost.py
-    python bench/spark_query_cost.py --ready-made --tasks 2
-    python bench/spark_query_cost.py --option max_bytes_per_partition=67108864 --conf spark.sql.adaptive.enabled=false
+    python bench/system/spark_query_cost.py
+    python bench/system/spark_query_cost.py --ready-made --tasks 2
+    python bench/system/spark_query_cost.py --option max_bytes_per_partition=67108864 --conf spark.sql.adaptive.enabled=false
 """
 
 from __future__ import annotations

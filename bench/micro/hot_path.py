@@ -21,12 +21,12 @@ benchmarks):
 
 Run by hand; not part of the test suite::
 
-    python bench/hot_path.py
-    python bench/hot_path.py --count 500000 --storage disk
-    python bench/hot_path.py --storage disk --mem-queue-size 1000   # spilling to segment files
-    python bench/hot_path.py --profile 25      # cProfile of the drain phase
-    TXNSQ_NO_EXTENSIONS=1 python bench/hot_path.py   # the pure-Python path on CPython
-    valgrind --tool=callgrind python bench/hot_path.py --phases 1   # instructions: N minus N-1 phases
+    python bench/micro/hot_path.py
+    python bench/micro/hot_path.py --count 500000 --storage disk
+    python bench/micro/hot_path.py --storage disk --mem-queue-size 1000   # spilling to segment files
+    python bench/micro/hot_path.py --profile 25      # cProfile of the drain phase
+    TXNSQ_NO_EXTENSIONS=1 python bench/micro/hot_path.py   # the pure-Python path on CPython
+    valgrind --tool=callgrind python bench/micro/hot_path.py --phases 1   # instructions: N minus N-1 phases
 
 It imports txnsq (run it from a venv where txnsq is installed, or from the
 repository's root). Its figures are µs of CPU per message; compare runs
@@ -46,7 +46,7 @@ import tempfile
 import time
 from typing import Any, Callable, List, Tuple
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 from twisted.internet.address import IPv4Address  # noqa: E402
 from twisted.internet.task import Clock  # noqa: E402

@@ -4,8 +4,8 @@ sockets: a ``value`` reply of --count records is fed to MetaqResponseParser
 in 64 KiB reads and turned into LogRecords by txnsq.client.metaq.get_result
 (framing, CRC32 check, attribute split, offsets), best of --repeat runs.
 
-    python bench/metaq_client.py                     # 10,000 records of 100 bytes
-    python bench/metaq_client.py --count 50000 --record-size 200 --attribute
+    python bench/micro/metaq_client.py                     # 10,000 records of 100 bytes
+    python bench/micro/metaq_client.py --count 50000 --record-size 200 --attribute
 
 Prints records per second and MB/s.
 """

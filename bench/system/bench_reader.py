@@ -8,7 +8,7 @@ one per ``GOMAXPROCS``) each send ``IDENTIFY`` and ``SUB``. They are spread
 over ``--processes`` worker processes, which wait for their sockets with
 :mod:`selectors`. When all are ready the clock starts; every connection sends
 ``RDY --rdy`` and then answers each read with one write of a ``FIN`` for
-every message in it. Frames are parsed in place (``nsqd_harness.MessageStream``:
+every message in it. Frames are parsed in place (``harness.MessageStream``:
 one buffer, ``struct.unpack_from``, only the 16-byte IDs copied), so the
 client stays far cheaper than nsqd. A message whose body is not ``--size``
 bytes is counted and reported.
@@ -22,9 +22,9 @@ channel. The line printed on stderr at the end is Go's::
 
 Run by hand against a running nsqd::
 
-    python bench/bench_reader.py --nsqd-tcp-address 127.0.0.1:4150 --runfor 10s
+    python bench/system/bench_reader.py --nsqd-tcp-address 127.0.0.1:4150 --runfor 10s
 
-Standard library only (see ``nsqd_harness``).
+Standard library only (see ``harness``).
 """
 
 from __future__ import annotations
@@ -38,9 +38,9 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, List, Optional, Sequence, Tuple
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
-from loadgen import (  # noqa: E402  (needs the path above)
+from bench.system.loadgen import (  # noqa: E402  (needs the path above)
     GoSummary,
     add_deadline_argument,
     add_processes_argument,
@@ -53,7 +53,7 @@ from loadgen import (  # noqa: E402  (needs the path above)
     shared_counters,
     split_evenly,
 )
-from nsqd_harness import MessageStream, V2Connection  # noqa: E402
+from bench.system.harness import MessageStream, V2Connection  # noqa: E402
 
 PROGRAM = "bench_reader"
 

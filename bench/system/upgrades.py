@@ -24,10 +24,10 @@ compression, decompression and TLS work is not mistaken for the server's.
 
 Run by hand; not part of the test suite::
 
-    python bench/upgrades.py
-    python bench/upgrades.py --modes plain,snappy,tls+snappy --count 200000
+    python bench/system/upgrades.py
+    python bench/system/upgrades.py --modes plain,snappy,tls+snappy --count 200000
 
-Standard library (see ``nsqd_harness``), plus python-snappy (a txnsq
+Standard library (see ``harness``), plus python-snappy (a txnsq
 dependency) for the snappy modes. The certificate comes from the
 ``openssl`` command, else from the ``cryptography`` package.
 """
@@ -47,9 +47,9 @@ import time
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
-from nsqd_harness import (  # noqa: E402  (needs the path above)
+from bench.system.harness import (  # noqa: E402  (needs the path above)
     FRAME_ERROR,
     FRAME_MESSAGE,
     MESSAGE_HEADER_SIZE,

@@ -13,7 +13,7 @@ it connects and prepares its commands, reports that it is ready, waits for
 the start, runs, and sends back what it counted. The start is one
 :class:`multiprocessing.Event`; the parent times the run.
 
-Standard library only, like ``nsqd_harness``.
+Standard library only, like ``harness``.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, List, Optional, Sequence, Tuple, TypeVar
 
-from nsqd_harness import NSQDError
+from bench.system.harness import NSQDError
 
 __all__ = [
     "WorkerError",

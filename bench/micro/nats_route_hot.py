@@ -13,7 +13,7 @@ NSQ publishes going out to a route that wants their subject. Timed with
   route wants (the bridge writes each batch as one buffer);
 - **NSQ alone**: the same publishes to a topic no route wants.
 
-    python bench/nats_route_hot.py [--count 200000] [--size 100] [--rounds 5]
+    python bench/micro/nats_route_hot.py [--count 200000] [--size 100] [--rounds 5]
 
 It imports txnsq (run it from a venv where txnsq is installed, or from the
 repository's root). Figures are µs of CPU per message; compare runs on the
@@ -28,7 +28,7 @@ import sys
 import time
 from typing import Any, Callable, Dict, List
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 from twisted.internet.defer import Deferred  # noqa: E402
 from twisted.internet.task import Clock  # noqa: E402

@@ -31,7 +31,7 @@ per message much less.  The primary's CPU ratio (plain / mirrored) is
 what the rate ratio would be with the primary CPU-bound on a core of its
 own (the standby on another).
 
-    python bench/mirror_cost.py [--count 300000] [--size 100] [--window 100]
+    python bench/system/mirror_cost.py [--count 300000] [--size 100] [--window 100]
         [--batch 100] [--mpub-window 4] [--rounds 3] [--nsqd 'COMMAND'] [--bridged]
 """
 
@@ -48,9 +48,9 @@ import time
 import urllib.request
 from typing import Any, Dict, List, Tuple
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
-from nsqd_harness import (  # noqa: E402
+from bench.system.harness import (  # noqa: E402
     NSQDChild,
     V2Connection,
     create_channel,

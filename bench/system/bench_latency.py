@@ -25,9 +25,9 @@ The result, on stderr in the style of Go's tools::
 
 Run by hand against a running nsqd; the channel should be empty::
 
-    python bench/bench_latency.py --nsqd-tcp-address 127.0.0.1:4150 --runfor 10s
+    python bench/system/bench_latency.py --nsqd-tcp-address 127.0.0.1:4150 --runfor 10s
 
-Standard library only (see ``nsqd_harness``).
+Standard library only (see ``harness``).
 """
 
 from __future__ import annotations
@@ -43,9 +43,9 @@ from array import array
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
-from loadgen import (  # noqa: E402  (needs the path above)
+from bench.system.loadgen import (  # noqa: E402  (needs the path above)
     WorkerError,
     log,
     parse_address,
@@ -53,7 +53,7 @@ from loadgen import (  # noqa: E402  (needs the path above)
     run_workers,
     shared_counters,
 )
-from nsqd_harness import (  # noqa: E402
+from bench.system.harness import (  # noqa: E402
     MessageStream,
     NSQDError,
     V2Connection,

@@ -28,9 +28,9 @@ one point's memory does not hide the next one's). The curves:
 
 Run by hand; not part of the test suite::
 
-    python bench/cost_curves.py --out cost-compiled.json
-    TXNSQ_NO_EXTENSIONS=1 python bench/cost_curves.py --out cost-pure.json
-    python bench/cost_curves.py --plot cost-compiled.json cost-pure.json --plot-dir docs/images
+    python bench/micro/cost_curves.py --out cost-compiled.json
+    TXNSQ_NO_EXTENSIONS=1 python bench/micro/cost_curves.py --out cost-pure.json
+    python bench/micro/cost_curves.py --plot cost-compiled.json cost-pure.json --plot-dir docs/images
 
 Plots need matplotlib (``pip install 'txnsq[bench]'``). Go nsqd's columns
 are for a machine where Go nsqd runs: this script measures txnsq only.
@@ -47,11 +47,10 @@ import sys
 import time
 from typing import Any, Dict, List, Tuple
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
-from hot_path import connect, fins_for, mpub  # noqa: E402
-from nsqd_harness import process_rss_bytes  # noqa: E402
+from bench.micro.hot_path import connect, fins_for, mpub  # noqa: E402
+from bench.system.harness import process_rss_bytes  # noqa: E402
 from twisted.internet.task import Clock  # noqa: E402
 
 from txnsq.nsqd.broker import Broker  # noqa: E402

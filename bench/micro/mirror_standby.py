@@ -16,7 +16,7 @@ CPU (``time.process_time``) per message.  ``--rounds 1 --count 20000``
 under ``valgrind --tool=callgrind`` gives instruction counts that do not
 move with the machine's load.
 
-    python bench/mirror_standby.py [--count 200000] [--batch 100] [--size 100]
+    python bench/micro/mirror_standby.py [--count 200000] [--batch 100] [--size 100]
         [--rounds 5] [--fin] [--journal] [--no-count] [--wire FILE]
 """
 
@@ -30,7 +30,7 @@ import tempfile
 import time
 from typing import List, Optional, Tuple
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 from twisted.internet.task import Clock  # noqa: E402
 
@@ -43,7 +43,7 @@ from txnsq.protocol.mirror import (  # noqa: E402
 )
 from txnsq.protocol.nats_route import RouteMessages, RouteParser, encode_rmsg_head  # noqa: E402
 
-from mirror_hot import broker  # noqa: E402
+from bench.micro.mirror_hot import broker  # noqa: E402
 
 READ_SIZE = 65536
 

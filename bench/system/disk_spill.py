@@ -13,11 +13,11 @@ message, checking that every body came back once and intact.
 
 Run by hand; not part of the test suite::
 
-    python bench/disk_spill.py                       # --storage disk
-    python bench/disk_spill.py --compare-memory --pub
-    python bench/disk_spill.py --storage memory --mem-queue-size 300000
+    python bench/system/disk_spill.py                       # --storage disk
+    python bench/system/disk_spill.py --compare-memory --pub
+    python bench/system/disk_spill.py --storage memory --mem-queue-size 300000
 
-Standard library only (see ``nsqd_harness``).
+Standard library only (see ``harness``).
 """
 
 from __future__ import annotations
@@ -31,9 +31,9 @@ import time
 from dataclasses import dataclass
 from typing import List, Optional, Sequence, Tuple
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
-from nsqd_harness import (  # noqa: E402  (needs the path above)
+from bench.system.harness import (  # noqa: E402  (needs the path above)
     FRAME_ERROR,
     FRAME_MESSAGE,
     MESSAGE_HEADER_SIZE,

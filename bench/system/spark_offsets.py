@@ -30,8 +30,8 @@ batch's; live: the medians), which tell the query's fixed costs
 (``walCommit``, ``commitOffsets``, ``queryPlanning``) from the read and the
 count (``addBatch``).  ``--conf KEY=VALUE`` adds a Spark conf to the session.
 
-    python bench/spark_offsets.py
-    python bench/spark_offsets.py --only available-now --count 1000000
+    python bench/system/spark_offsets.py
+    python bench/system/spark_offsets.py --only available-now --count 1000000
 """
 
 from __future__ import annotations
@@ -198,7 +198,7 @@ def live(
     publisher = subprocess.Popen(
         [publisher_python, "-c", _PUBLISHER, nsqd.tcp, topic, str(rate), str(seconds), str(publish_batch)],
         stdout=subprocess.PIPE,
-        cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+        cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
     )
     started = time.monotonic()
     out, _ = publisher.communicate()

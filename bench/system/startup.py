@@ -14,10 +14,10 @@ of each figure.
 
 Run by hand; not part of the test suite::
 
-    python bench/startup.py                                  # the nsqd next to this Python
-    python bench/startup.py --runs 10 \\
+    python bench/system/startup.py                                  # the nsqd next to this Python
+    python bench/system/startup.py --runs 10 \\
         --nsqd venv/bin/nsqd --label CPython --nsqd pypy-venv/bin/nsqd --label PyPy
-    python bench/startup.py --importtime 25                  # where the import time goes
+    python bench/system/startup.py --importtime 25                  # where the import time goes
 
 ``--nsqd`` may be given more than once: one row per command, named by the
 ``--label`` of the same rank (else by the command). With
@@ -27,7 +27,7 @@ imports that took longest, counting what they imported, are printed
 (PyPy has no such report). ``--env NAME=VALUE`` sets an environment
 variable for the children (``PYPY_GC_NURSERY``, ``PYPY_GC_MAX``, …).
 
-Standard library only (see ``nsqd_harness``).
+Standard library only (see ``harness``).
 """
 
 from __future__ import annotations
@@ -47,9 +47,9 @@ import time
 from dataclasses import dataclass, field
 from typing import IO, Dict, List, Optional, Sequence, Tuple
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
-from nsqd_harness import nsqd_command, process_cpu_seconds  # noqa: E402
+from bench.system.harness import nsqd_command, process_cpu_seconds  # noqa: E402
 
 #: How long one start may take before the run is given up.
 START_TIMEOUT = 30.0
