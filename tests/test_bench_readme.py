@@ -88,6 +88,16 @@ class BenchReadmeTests(SynchronousTestCase):
         ]
         self.assertEqual(misplaced, [])
 
+    def test_micro_needs_no_system(self) -> None:
+        """The in-process benchmarks import nothing from bench/system/ (its processes and sockets)."""
+        wrong = []
+        for script in bench_scripts():
+            if script.startswith("micro/"):
+                for module in sorted(top_level_imports(os.path.join(_BENCH, script))):
+                    if module.startswith("bench.system"):
+                        wrong.append("%s imports %s" % (script, module))
+        self.assertEqual(wrong, [])
+
     def test_named_recognises_names(self) -> None:
         """A script is named by its path, with or without bench/, not as part of a longer name."""
         self.assertTrue(named("run `micro/hot_path.py` first", "micro/hot_path.py"))

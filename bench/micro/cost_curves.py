@@ -50,7 +50,8 @@ from typing import Any, Dict, List, Tuple
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 from bench.micro.hot_path import connect, fins_for, mpub  # noqa: E402
-from bench.system.harness import process_rss_bytes  # noqa: E402
+from bench.common.process import process_rss_bytes  # noqa: E402
+from bench.common.report import markdown_table  # noqa: E402
 from twisted.internet.task import Clock  # noqa: E402
 
 from txnsq.nsqd.broker import Broker  # noqa: E402
@@ -243,12 +244,11 @@ def _medians(files: List[str]) -> List[Dict[str, Any]]:
     return merged
 
 
-def table(files: List[str]) -> str:
+def median_table(files: List[str]) -> str:
     """A Markdown table of the medians: a row per point, a column per label and figure."""
     runs = _medians(files)
-    lines = ["| curve | x | " + " | ".join(
-        "%s %s" % (run_data["label"], key) for run_data in runs for key in ("us", "rss_per_unit")) + " |"]
-    lines.append("|" + " --- |" * (2 + 2 * len(runs)))
+    rows = [["curve", "x"] + [
+        "%s %s" % (run_data["label"], key) for run_data in runs for key in ("us", "rss_per_unit")]]
     for curve, xs in CURVES.items():
         for x in xs:
             cells = []
@@ -256,8 +256,8 @@ def table(files: List[str]) -> str:
                 found = [p for p in run_data["points"] if p["curve"] == curve and p["x"] == x]
                 for key in ("us", "rss_per_unit"):
                     cells.append("%.2f" % found[0][key] if found and key in found[0] else "–")
-            lines.append("| %s | %s | %s |" % (curve, "{:,}".format(x), " | ".join(cells)))
-    return "\n".join(lines)
+            rows.append([curve, "{:,}".format(x)] + cells)
+    return markdown_table(rows)
 
 
 def plot(files: List[str], directory: str) -> None:
@@ -311,7 +311,7 @@ def main() -> None:
         plot(args.plot, args.plot_dir)
         return
     if args.table:
-        print(table(args.table))
+        print(median_table(args.table))
         return
     results = run([name for name in args.curves.split(",") if name])
     text = json.dumps(results, indent=1)

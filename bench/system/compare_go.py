@@ -45,6 +45,7 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
+from bench.common.report import markdown_table  # noqa: E402
 from bench.system.loadgen import parse_go_duration  # noqa: E402
 from bench.system.harness import NSQDChild, NSQDError, free_ports, http_post  # noqa: E402
 
@@ -185,15 +186,6 @@ def thousands(value: float) -> str:
     return "{:,.0f}".format(value)
 
 
-def table(rows: List[List[str]]) -> str:
-    """A Markdown table, its columns padded to line up."""
-    widths = [max(len(row[column]) for row in rows) for column in range(len(rows[0]))]
-    lines = ["| " + " | ".join(cell.ljust(width) for cell, width in zip(row, widths)) + " |"
-             for row in rows]
-    lines.insert(1, "| " + " | ".join("-" * width for width in widths) + " |")
-    return "\n".join(lines)
-
-
 def report(results: Dict[Tuple[int, int], Dict[str, Run]], memqs: Sequence[int], rounds: int) -> str:
     """Per ``--memq``: each round's rates and ratios, then the medians."""
     header = ["memq", "round", "Go writer", "txnsq writer", "writer ratio",
@@ -230,7 +222,7 @@ def report(results: Dict[Tuple[int, int], Dict[str, Run]], memqs: Sequence[int],
         summary.append("memq %d: writer %.2fx, reader %.2fx"
                        % (memq, writer_median, reader_median))
     text = "msg/s; ratio = txnsq/Go; the median row: the median of each column, and the " \
-           "median of the per-round ratios\n\n" + table(rows)
+           "median of the per-round ratios\n\n" + markdown_table(rows)
     if drained:
         text += ("\n\n* the reader emptied the channel before --runfor ended: "
                  "its rate is a floor (what the writer published, over --runfor)")

@@ -37,7 +37,6 @@ import argparse
 import json
 import os
 import shlex
-import struct
 import subprocess
 import sys
 import tempfile
@@ -47,30 +46,23 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
-from bench.system.harness import (  # noqa: E402  (needs the path above)
+from bench.common.process import process_cpu_seconds  # noqa: E402  (needs the path above)
+from bench.common.report import progress, table  # noqa: E402
+from bench.system.harness import (  # noqa: E402
+    SEQUENCE,
+    BenchError,
     NSQDChild,
     NSQDError,
     NSQDStartError,
     V2Connection,
+    create_channel,
+    filler,
     mpub_command,
     nsqd_command,
-    process_cpu_seconds,
 )
 
 CLIENTS = ("txnsq", "pynsq")
 CHANNEL = "bench"
-_SEQUENCE = struct.Struct(">Q")
-
-
-class BenchError(Exception):
-    """A phase failed; the message says which and why."""
-
-
-def filler(size: int) -> bytes:
-    """The body after its 8-byte sequence number: ``size - 8`` fixed bytes."""
-    pattern = b"0123456789abcdefghijklmnopqrstuvwxyz"
-    length = max(0, size - _SEQUENCE.size)
-    return (pattern * (length // len(pattern) + 1))[:length]
 
 
 # -- the clients, each run in a subprocess ----------------------------------------
@@ -119,7 +111,7 @@ class Tally:
         if len(body) != self.size or body[8:] != self.tail:
             self.corrupt += 1
         else:
-            (sequence,) = _SEQUENCE.unpack_from(body)
+            (sequence,) = SEQUENCE.unpack_from(body)
             if sequence >= self.count:
                 self.corrupt += 1
             elif self.seen[sequence]:
@@ -285,17 +277,10 @@ class Result:
         return self.count / self.report["seconds"]
 
 
-def create_channel(address: Tuple[str, int], topic: bytes) -> None:
-    """Create ``topic`` and its channel; the channel stays after the SUB leaves."""
-    with V2Connection(address) as connection:
-        connection.send(b"SUB " + topic + b" " + CHANNEL.encode() + b"\n")
-        connection.expect(b"OK")
-
-
 def publish(address: Tuple[str, int], topic: bytes, count: int, size: int, batch: int) -> float:
     """MPUB every body, waiting for each OK; the seconds it took."""
     tail = filler(size)
-    pack = _SEQUENCE.pack
+    pack = SEQUENCE.pack
     commands = [mpub_command(topic, [pack(i) + tail for i in range(start, min(start + batch, count))])
                 for start in range(0, count, batch)]
     with V2Connection(address) as connection:
@@ -310,7 +295,7 @@ def run_client(args: argparse.Namespace, child: NSQDChild, client: str, round_: 
     """Publish a fresh topic, then consume it with ``client`` in a subprocess."""
     topic = "bench_consumer_%s_%d" % (client, round_)
     address = child.tcp_address
-    create_channel(address, topic.encode())
+    create_channel(address, topic.encode(), CHANNEL.encode())
     seconds = publish(address, topic.encode(), args.count, args.size, args.batch)
     _progress("%s round %d: published %d in %.2f s; consuming" % (client, round_, args.count, seconds))
     prefix = shlex.split(args.client_prefix) if args.client_prefix and client in args.prefix_clients.split(",") else []
@@ -340,11 +325,11 @@ def _fmt(value: Optional[float], pattern: str) -> str:
     return "?" if value is None else pattern % (value,)
 
 
-def table(results: Sequence[Result]) -> str:
-    """One row per client run."""
+def result_rows(results: Sequence[Result]) -> List[Tuple[str, ...]]:
+    """The table's header, then one row per client run."""
     header = ("client", "round", "msg/s", "MB/s", "seconds", "client cpu", "µs/msg",
               "nsqd cpu", "µs/msg", "check")
-    rows = [header]
+    rows: List[Tuple[str, ...]] = [header]
     for result in results:
         report = result.report
         if "seconds" not in report:
@@ -360,14 +345,7 @@ def table(results: Sequence[Result]) -> str:
             "%.2f" % (result.rate * result.size / 1e6), "%.2f" % (report["seconds"],),
             "%.2f" % (report["client_cpu"],), "%.1f" % (1e6 * report["client_cpu"] / count),
             _fmt(nsqd, "%.2f"), _fmt(None if nsqd is None else 1e6 * nsqd / count, "%.1f"), check))
-    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
-    lines = []
-    for row in rows:
-        cells = [row[0].ljust(widths[0]), row[1].rjust(widths[1])]
-        cells += [cell.rjust(width) for cell, width in zip(row[2:-1], widths[2:-1])]
-        cells.append(row[-1])
-        lines.append("  ".join(cells))
-    return "\n".join(lines)
+    return rows
 
 
 def summary(results: Sequence[Result]) -> List[str]:
@@ -401,9 +379,7 @@ def summary(results: Sequence[Result]) -> List[str]:
 
 
 def _progress(message: str) -> None:
-    """A progress line on stderr, keeping stdout for the table."""
-    sys.stderr.write("[consumer] %s\n" % (message,))
-    sys.stderr.flush()
+    progress("consumer", message)
 
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
@@ -440,8 +416,8 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser.add_argument("--topic", help=argparse.SUPPRESS)
     parser.add_argument("--nsqd-pid", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    if args.size < _SEQUENCE.size:
-        parser.error("--size must be at least %d" % (_SEQUENCE.size,))
+    if args.size < SEQUENCE.size:
+        parser.error("--size must be at least %d" % (SEQUENCE.size,))
     clients = [name.strip() for name in args.clients.split(",") if name.strip()]
     unknown = [name for name in clients if name not in CLIENTS]
     if unknown or not clients:
@@ -478,13 +454,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         except (NSQDError, BenchError, OSError) as error:
             sys.stderr.write("consumer: run failed: %s\n%s\n" % (error, child.describe_exit()))
             if results:
-                print(table(results))
+                print(table(result_rows(results), left=(0, 9)))
             return 1
         finally:
             child.stop()
     print("%d × %d B, max_in_flight %d, nsqd: %s" % (
         args.count, args.size, args.max_in_flight, " ".join(nsqd_command(args.nsqd))))
-    print(table(results))
+    print(table(result_rows(results), left=(0, 9)))
     for line in summary(results):
         print(line)
     return 0 if all(result.ok for result in results) else 1

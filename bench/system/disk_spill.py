@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import struct
 import sys
 import tempfile
 import time
@@ -33,15 +32,20 @@ from typing import List, Optional, Sequence, Tuple
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
-from bench.system.harness import (  # noqa: E402  (needs the path above)
+from bench.common.report import progress, table  # noqa: E402  (needs the path above)
+from bench.system.harness import (  # noqa: E402
     FRAME_ERROR,
     FRAME_MESSAGE,
     MESSAGE_HEADER_SIZE,
+    SEQUENCE,
+    BenchError,
     NSQDChild,
     NSQDError,
     NSQDStartError,
     V2Connection,
+    create_channel,
     directory_size,
+    filler,
     mpub_command,
     nsqd_command,
     pub_command,
@@ -49,15 +53,6 @@ from bench.system.harness import (  # noqa: E402  (needs the path above)
 
 TOPIC = b"bench_spill"
 CHANNEL = b"bench"
-
-#: Each body starts with its sequence number, so that the consumer can tell
-#: a lost or duplicated message from an intact one.
-_SEQUENCE = struct.Struct(">Q")
-
-
-class BenchError(Exception):
-    """A run could not finish; the message says where, with nsqd's output."""
-
 
 @dataclass(frozen=True)
 class RunConfig:
@@ -134,16 +129,9 @@ class RunResult:
         return self.config.count / self.consume_seconds
 
 
-def filler(size: int) -> bytes:
-    """The body after its 8-byte sequence number: ``size - 8`` fixed bytes."""
-    pattern = b"0123456789abcdefghijklmnopqrstuvwxyz"
-    length = size - _SEQUENCE.size
-    return (pattern * (length // len(pattern) + 1))[:length]
-
-
 def body(sequence: int, tail: bytes) -> bytes:
     """Message ``sequence``'s body."""
-    return _SEQUENCE.pack(sequence) + tail
+    return SEQUENCE.pack(sequence) + tail
 
 
 def publish_commands(count: int, size: int, batch: int) -> List[bytes]:
@@ -158,18 +146,6 @@ def publish_commands(count: int, size: int, batch: int) -> List[bytes]:
         mpub_command(TOPIC, [body(i, tail) for i in range(start, min(start + batch, count))])
         for start in range(0, count, batch)
     ]
-
-
-def create_channel(address: Tuple[str, int]) -> None:
-    """
-    Create the topic and its channel before publishing, so that messages go
-    to the channel's queue (which spills past ``--mem-queue-size``).
-
-    The subscriber leaves at once: a channel without ``#ephemeral`` stays.
-    """
-    with V2Connection(address) as connection:
-        connection.send(b"SUB " + TOPIC + b" " + CHANNEL + b"\n")
-        connection.expect(b"OK")
 
 
 def publish(address: Tuple[str, int], commands: Sequence[bytes]) -> float:
@@ -205,7 +181,7 @@ def consume(config: RunConfig, address: Tuple[str, int]) -> Tuple[float, int, in
     tail = filler(size)
     seen = bytearray(count)
     intact = duplicates = corrupt = 0
-    unpack = _SEQUENCE.unpack_from
+    unpack = SEQUENCE.unpack_from
     header = MESSAGE_HEADER_SIZE
     with V2Connection(address) as connection:
         connection.send(b"SUB " + TOPIC + b" " + CHANNEL + b"\n")
@@ -262,7 +238,7 @@ def run(config: RunConfig) -> RunResult:
         phase = "creating the channel"
         try:
             address = child.tcp_address
-            create_channel(address)
+            create_channel(address, TOPIC, CHANNEL)
             phase = "publishing"
             _progress("publishing %d messages of %d bytes" % (config.count, config.size))
             publish_seconds = publish(address, commands)
@@ -291,17 +267,15 @@ def run(config: RunConfig) -> RunResult:
 
 
 def _progress(message: str) -> None:
-    """A progress line on stderr, keeping stdout for the table."""
-    sys.stderr.write("[disk_spill] %s\n" % (message,))
-    sys.stderr.flush()
+    progress("disk_spill", message)
 
 
 def _megabytes(count: float) -> str:
     return "%.1f MB" % (count / 1e6,)
 
 
-def table(results: Sequence[RunResult]) -> str:
-    """The results as an aligned text table, one row per run."""
+def result_rows(results: Sequence[RunResult]) -> List[Tuple[str, ...]]:
+    """The table's header, then one row per run."""
     header = (
         "storage", "mem-queue", "N", "size", "publish",
         "pub msg/s", "pub MB/s", "sub msg/s", "sub MB/s",
@@ -331,17 +305,7 @@ def table(results: Sequence[RunResult]) -> str:
             "%.1f" % (result.wall_seconds,),
             check,
         ))
-    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
-    lines = []
-    for index, row in enumerate(rows):
-        cells = [
-            cell.ljust(width) if column in (0, 4, 11) else cell.rjust(width)
-            for column, (cell, width) in enumerate(zip(row, widths))
-        ]
-        lines.append("  ".join(cells).rstrip())
-        if index == 0:
-            lines.append("  ".join("-" * width for width in widths))
-    return "\n".join(lines)
+    return rows
 
 
 def comparison(spilled: RunResult, memory: RunResult) -> str:
@@ -386,8 +350,8 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser.add_argument("--timeout", type=float, default=60.0,
                         help="give up when no message arrives for this many seconds (default: 60)")
     args = parser.parse_args(argv)
-    if args.size < _SEQUENCE.size:
-        parser.error("--size must be at least %d (bodies carry a sequence number)" % (_SEQUENCE.size,))
+    if args.size < SEQUENCE.size:
+        parser.error("--size must be at least %d (bodies carry a sequence number)" % (SEQUENCE.size,))
     for name in ("count", "batch", "rdy"):
         if getattr(args, name) < 1:
             parser.error("--%s must be at least 1" % (name,))
@@ -431,9 +395,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             sys.stderr.write("disk_spill: a memory queue refuses messages past "
                              "--mem-queue-size; give at least --count (%d)\n" % (args.count,))
         if results:
-            print(table(results))
+            print(table(result_rows(results), left=(0, 4, 11)))
         return 1
-    print(table(results))
+    print(table(result_rows(results), left=(0, 4, 11)))
     for line in comparisons:
         print(line)
     return 0 if all(result.ok for result in results) else 1

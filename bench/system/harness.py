@@ -51,24 +51,24 @@ __all__ = [
     "FRAME_MESSAGE",
     "FRAME_RESPONSE",
     "MESSAGE_HEADER_SIZE",
+    "BenchError",
     "MessageStream",
     "NSQDChild",
     "NSQDError",
     "NSQDStartError",
     "ProtocolError",
+    "SEQUENCE",
     "Codec",
     "V2Connection",
     "create_channel",
     "deflate_codec",
     "directory_size",
+    "filler",
     "free_ports",
     "http_post",
     "mpub_command",
     "nsqd_command",
-    "process_cpu_seconds",
-    "process_rss_bytes",
     "pub_command",
-    "raise_open_files_limit",
 ]
 
 #: How long nsqd may take to print its TCP listening line.
@@ -91,6 +91,10 @@ _FRAME_HEADER = struct.Struct(">ii")
 _U32 = struct.Struct(">I")
 _MPUB_HEADER = struct.Struct(">II")
 _U64 = struct.Struct(">Q")
+
+#: The 8-byte big-endian sequence number that starts a checked body, so
+#: that a consumer can tell a lost or duplicated message from an intact one.
+SEQUENCE = _U64
 #: One FIN command with room for its 16-byte ID.
 _FIN_TEMPLATE = b"FIN " + bytes(16) + b"\n"
 _RECV_SIZE = 256 * 1024
@@ -107,6 +111,10 @@ Codec = Tuple[Callable[[bytes], bytes], Callable[[bytes], bytes]]
 
 class NSQDError(Exception):
     """Base of the harness's errors."""
+
+
+class BenchError(NSQDError):
+    """A benchmark's run could not finish; the message says where (with nsqd's output)."""
 
 
 class NSQDStartError(NSQDError):
@@ -184,63 +192,6 @@ def directory_size(path: str) -> int:
     return total
 
 
-def process_cpu_seconds(pid: int) -> Optional[float]:
-    """
-    The user + system CPU seconds process ``pid`` has used so far (its own,
-    not its children's), from ``/proc/PID/stat``; ``None`` where there is no
-    such file (not Linux, or the process is gone).
-    """
-    try:
-        with open("/proc/%d/stat" % (pid,), "rb") as stat:
-            text = stat.read()
-    except OSError:
-        return None
-    # The command name (field 2) is in parentheses and may hold spaces;
-    # utime and stime are fields 14 and 15.
-    fields = text[text.rindex(b")") + 2 :].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def process_rss_bytes(pid: int) -> Optional[int]:
-    """
-    The resident set size of process ``pid`` in bytes (``VmRSS`` in
-    ``/proc/PID/status``); ``None`` where there is no such file (not Linux,
-    or the process is gone).
-    """
-    try:
-        with open("/proc/%d/status" % (pid,), "rb") as status:
-            for line in status:
-                if line.startswith(b"VmRSS:"):
-                    # "VmRSS:	  123456 kB": the kernel's kB are KiB.
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        return None
-    return None
-
-
-def raise_open_files_limit(wanted: int) -> int:
-    """
-    Raise this process's soft limit on open files (``RLIMIT_NOFILE``) to
-    ``wanted``, or as far as the hard limit allows. Children started
-    afterwards, nsqd among them, inherit it.
-
-    :return: the soft limit now in force (``wanted`` or more when it was
-        already that high; unchanged where there is no ``resource`` module).
-    """
-    try:
-        import resource  # Unix only
-    except ImportError:
-        return wanted
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft == resource.RLIM_INFINITY:
-        return wanted
-    if soft >= wanted:
-        return soft
-    target = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
-    resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
-    return target
-
-
 def deflate_codec(level: int) -> Codec:
     """
     NSQ's deflate stream: raw DEFLATE (no zlib header) at ``level``, every
@@ -254,6 +205,16 @@ def deflate_codec(level: int) -> Codec:
         return compress(data) + flush(zlib.Z_SYNC_FLUSH)
 
     return encode, zlib.decompressobj(-15).decompress
+
+
+def filler(size: int) -> bytes:
+    """
+    What follows a checked body's :data:`SEQUENCE` number: ``size - 8``
+    fixed bytes (none when ``size`` is 8 or less).
+    """
+    pattern = b"0123456789abcdefghijklmnopqrstuvwxyz"
+    length = max(0, size - SEQUENCE.size)
+    return (pattern * (length // len(pattern) + 1))[:length]
 
 
 def pub_command(topic: bytes, body: bytes) -> bytes:

@@ -42,6 +42,8 @@ from typing import List, Optional, Sequence, Tuple
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
+from bench.common.process import process_rss_bytes, raise_open_files_limit  # noqa: E402
+from bench.common.report import progress, table  # noqa: E402
 from bench.system.bench_reader import ReaderConfig, ReadResult, run_reader  # noqa: E402
 from bench.system.bench_writer import WriteResult, WriterConfig, run_writer  # noqa: E402
 from bench.system.loadgen import WorkerError, default_processes, format_go_duration, parse_go_duration  # noqa: E402
@@ -51,9 +53,7 @@ from bench.system.harness import (  # noqa: E402
     V2Connection,
     create_channel,
     nsqd_command,
-    process_rss_bytes,
     pub_command,
-    raise_open_files_limit,
 )
 
 TOPIC = "perf"
@@ -229,9 +229,7 @@ class Result:
 
 
 def _progress(message: str) -> None:
-    """A progress line on stderr, keeping stdout for the table."""
-    sys.stderr.write("[nsqd_perf] %s\n" % (message,))
-    sys.stderr.flush()
+    progress("nsqd_perf", message)
 
 
 def _rss_growth(result: Result) -> Optional[int]:
@@ -462,20 +460,9 @@ HEADER = ("scenario", "size", "mem-queue", "storage", "consumers", "msgs",
           "RSS MiB", "RSS B/msg", "check")
 
 
-def table(results: Sequence[Result]) -> str:
+def result_table(results: Sequence[Result]) -> str:
     """The results as an aligned text table, one row per scenario."""
-    rows = [HEADER] + [row(result) for result in results]
-    widths = [max(len(cells[i]) for cells in rows) for i in range(len(HEADER))]
-    left = (0, 3, len(HEADER) - 1)
-    lines = []
-    for index, cells in enumerate(rows):
-        lines.append("  ".join(
-            cell.ljust(width) if column in left else cell.rjust(width)
-            for column, (cell, width) in enumerate(zip(cells, widths))
-        ).rstrip())
-        if index == 0:
-            lines.append("  ".join("-" * width for width in widths))
-    return "\n".join(lines)
+    return table([HEADER] + [row(result) for result in results], left=(0, 3, len(HEADER) - 1))
 
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
@@ -575,7 +562,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         for note in result.notes:
             _progress(note)
     print()
-    print(table(results))
+    print(result_table(results))
     notes = [note for result in results for note in result.notes]
     if any(scenario.capped and not scenario.skip for scenario in chosen):
         notes.insert(0, "memory and consumers-* rows write at most --mem-queue-size "

@@ -36,6 +36,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspa
 from twisted.internet import task  # noqa: E402  (needs the path above)
 from twisted.internet.defer import inlineCallbacks  # noqa: E402
 
+from bench.common.report import markdown_table  # noqa: E402
 from tests.integration.faults import (  # noqa: E402
     CLEAN_EXIT,
     DeferredReport,
@@ -87,9 +88,9 @@ class Row:
         self.passed = passed
         self.figures = figures
 
-    def markdown(self) -> str:
+    def cells(self) -> List[str]:
         verdict = {True: "pass", False: "**FAIL**", None: "—"}[self.passed]
-        return "| %s | %s | %s | %s | %s |" % (self.fault, self.scale, self.result, verdict, self.figures)
+        return [self.fault, self.scale, self.result, verdict, self.figures]
 
 
 def _seconds(values: Sequence[float]) -> str:
@@ -192,7 +193,7 @@ def fuzz_row(report: FuzzReport, pool: int) -> Row:
                format(report.frames, ",") + " frames", result, passed, figures)
 
 
-def table(rows: Sequence[Row], command: str, started: str, revision: str) -> str:
+def soak_table(rows: Sequence[Row], command: str, started: str, revision: str) -> str:
     """The markdown table, with how it was made (``revision``: the commit when the run started)."""
     lines = [
         "soak run %s to %s, commit %s, %s %s, %d CPUs" % (
@@ -201,10 +202,8 @@ def table(rows: Sequence[Row], command: str, started: str, revision: str) -> str
         "",
         "    " + command,
         "",
-        "| fault | scale | result | acceptance | figures |",
-        "| --- | --- | --- | --- | --- |",
+        markdown_table([["fault", "scale", "result", "acceptance", "figures"]] + [row.cells() for row in rows]),
     ]
-    lines.extend(row.markdown() for row in rows)
     return "\n".join(lines)
 
 
@@ -280,7 +279,7 @@ def soak(reactor: Any, options: argparse.Namespace) -> Generator[Any, Any, int]:
                 process.kill()
         if not options.keep:
             shutil.rmtree(root, ignore_errors=True)
-    print(table(rows, options.command, started, revision))
+    print(soak_table(rows, options.command, started, revision))
     sys.stdout.flush()
     if any(row.passed is False for row in rows):
         raise SystemExit(1)

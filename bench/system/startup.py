@@ -49,7 +49,9 @@ from typing import IO, Dict, List, Optional, Sequence, Tuple
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
-from bench.system.harness import nsqd_command, process_cpu_seconds  # noqa: E402
+from bench.common.process import process_cpu_seconds  # noqa: E402
+from bench.common.report import table  # noqa: E402
+from bench.system.harness import nsqd_command  # noqa: E402
 
 #: How long one start may take before the run is given up.
 START_TIMEOUT = 30.0
@@ -231,38 +233,18 @@ def _median(values: Sequence[float]) -> float:
 
 def format_table(rows: Sequence[Row]) -> str:
     """The figures of every command, one line each."""
-    header = "%-28s %4s  %9s %9s  %9s %9s  %9s %9s  %9s" % (
-        "nsqd",
-        "runs",
-        "start min",
-        "median",
-        "CPU min",
-        "median",
-        "RSS min",
-        "median",
-        "peak med",
-    )
-    lines = [header, "-" * len(header)]
+    lines = [["nsqd", "runs", "start min", "median", "CPU min", "median", "RSS min", "median", "peak med"]]
     for row in rows:
         starts = [sample.start_seconds for sample in row.samples]
         rss = [sample.rss_bytes / _MIB for sample in row.samples]
         peaks = [sample.peak_bytes / _MIB for sample in row.samples]
         cpus = [sample.cpu_seconds for sample in row.samples]
         lines.append(
-            "%-28s %4d  %7.3f s %7.3f s  %7.3f s %7.3f s  %6.1f MB %6.1f MB  %6.1f MB"
-            % (
-                row.label[-28:],
-                len(row.samples),
-                min(starts),
-                _median(starts),
-                min(cpus),
-                _median(cpus),
-                min(rss),
-                _median(rss),
-                _median(peaks),
-            )
+            [row.label[-28:], str(len(row.samples))]
+            + ["%.3f s" % (value,) for value in (min(starts), _median(starts), min(cpus), _median(cpus))]
+            + ["%.1f MB" % (value,) for value in (min(rss), _median(rss), _median(peaks))]
         )
-    return "\n".join(lines)
+    return table(lines)
 
 
 def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:

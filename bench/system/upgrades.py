@@ -49,19 +49,22 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
-from bench.system.harness import (  # noqa: E402  (needs the path above)
+from bench.common.process import process_cpu_seconds  # noqa: E402  (needs the path above)
+from bench.common.report import progress, table  # noqa: E402
+from bench.system.harness import (  # noqa: E402
     FRAME_ERROR,
     FRAME_MESSAGE,
     MESSAGE_HEADER_SIZE,
+    BenchError,
     Codec,
     NSQDChild,
     NSQDError,
     NSQDStartError,
     V2Connection,
+    create_channel,
     deflate_codec,
     mpub_command,
     nsqd_command,
-    process_cpu_seconds,
 )
 
 TOPIC = b"bench_upgrades"
@@ -78,10 +81,6 @@ _SEQ_PREFIX = b'{"seq":'
 _SEQ_DIGITS = 10
 _SEQ_END = len(_SEQ_PREFIX) + _SEQ_DIGITS
 MIN_SIZE = _SEQ_END
-
-
-class BenchError(Exception):
-    """A run could not finish; the message says where, with nsqd's output."""
 
 
 @dataclass(frozen=True)
@@ -376,17 +375,6 @@ def upgrade(connection: V2Connection, mode: Mode, context: ssl.SSLContext,
         connection.expect(b"OK")
 
 
-def create_channel(address: Tuple[str, int]) -> None:
-    """
-    Create the topic and its channel before publishing, so that messages go
-    to the channel's queue. The subscriber leaves at once: a channel without
-    ``#ephemeral`` stays.
-    """
-    with V2Connection(address) as connection:
-        connection.send(b"SUB " + TOPIC + b" " + CHANNEL + b"\n")
-        connection.expect(b"OK")
-
-
 def _cpu(child: NSQDChild) -> Optional[float]:
     return process_cpu_seconds(child.pid)
 
@@ -503,7 +491,7 @@ def run(config: RunConfig, bodies: Sequence[bytes]) -> RunResult:
         child.start()
         phase = "creating the channel"
         try:
-            create_channel(child.tcp_address)
+            create_channel(child.tcp_address, TOPIC, CHANNEL)
             phase = "publishing (%s)" % (config.mode.name,)
             published, tls = publish(config, child, bodies, context)
             phase = "consuming (%s)" % (config.mode.name,)
@@ -521,17 +509,15 @@ def run(config: RunConfig, bodies: Sequence[bytes]) -> RunResult:
 
 
 def _progress(message: str) -> None:
-    """A progress line on stderr, keeping stdout for the table."""
-    sys.stderr.write("[upgrades] %s\n" % (message,))
-    sys.stderr.flush()
+    progress("upgrades", message)
 
 
 def _cpu_cell(seconds: Optional[float]) -> str:
     return "?" if seconds is None else "%.2f" % (seconds,)
 
 
-def table(results: Sequence[RunResult]) -> str:
-    """The results as an aligned text table, one row per mode."""
+def result_rows(results: Sequence[RunResult]) -> List[Tuple[str, ...]]:
+    """The table's header, then one row per mode."""
     header = (
         "mode", "pub msg/s", "pub MB/s", "pub B/msg", "nsqd cpu", "client cpu",
         "sub msg/s", "sub MB/s", "sub B/msg", "nsqd cpu", "client cpu", "check",
@@ -562,17 +548,7 @@ def table(results: Sequence[RunResult]) -> str:
             "%.2f" % (sub.client_cpu,),
             check,
         ))
-    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
-    lines = []
-    for index, row in enumerate(rows):
-        cells = [
-            cell.ljust(width) if column in (0, 11) else cell.rjust(width)
-            for column, (cell, width) in enumerate(zip(row, widths))
-        ]
-        lines.append("  ".join(cells).rstrip())
-        if index == 0:
-            lines.append("  ".join("-" * width for width in widths))
-    return "\n".join(lines)
+    return rows
 
 
 def relative(results: Sequence[RunResult]) -> str:
@@ -662,7 +638,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                 sys.stderr.write("upgrades: mode %s failed while %s\n" % (mode.name, error))
                 failures.append(mode.name)
     if results:
-        print(table(results))
+        print(table(result_rows(results), left=(0, 11)))
         print(relative(results))
         for result in results:
             if result.tls:

@@ -43,7 +43,7 @@ from twisted.internet.endpoints import TCP4ClientEndpoint
 from twisted.internet.protocol import Factory, Protocol
 from twisted.python.failure import Failure
 
-from bench.system.harness import process_rss_bytes, raise_open_files_limit
+from bench.common.process import process_rss_bytes, raise_open_files_limit
 from tests.integration.nsq_client import NSQClient, connect
 from tests.integration.nsqd_process import ExitStatus, NSQDProcess, free_port
 from txnsq.protocol.frames import (
