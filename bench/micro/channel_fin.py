@@ -29,12 +29,8 @@ from typing import List
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
-from twisted.internet.task import Clock  # noqa: E402
-
-from txnsq.nsqd.broker import Broker  # noqa: E402
-from txnsq.nsqd.options import NSQDOptions  # noqa: E402
+from bench.micro.measure import broker  # noqa: E402
 from txnsq.speedups import hot_path  # noqa: E402
-from txnsq.storage.plugins import get_storage_backend  # noqa: E402
 
 
 class IdKeeper:
@@ -60,14 +56,10 @@ def main() -> None:
                         help="run only the first N phases (deliver, FIN), for callgrind")
     args = parser.parse_args()
 
-    clock = Clock()
-    clock.advance(1_700_000_000)
-    options = NSQDOptions()
-    options.mem_queue_size = args.count + 1000
-    options.data_path = tempfile.mkdtemp(prefix="txnsq-channel-fin-")
+    data_path = tempfile.mkdtemp(prefix="txnsq-channel-fin-")
     try:
-        broker = Broker(options, clock, get_storage_backend(args.storage))
-        topic = broker.get_topic("bench")
+        nsqd, _, clock = broker(args.storage, mem_queue_size=args.count + 1000, data_path=data_path)
+        topic = nsqd.get_topic("bench")
         channel = topic.get_channel("fin")
         body = b"x" * args.size
         for _ in range(args.count // 100):
@@ -93,9 +85,9 @@ def main() -> None:
             clock.advance(0)
             fin_seconds = time.process_time() - start
             assert not channel.in_flight_count
-        broker.close()
+        nsqd.close()
     finally:
-        shutil.rmtree(options.data_path, ignore_errors=True)
+        shutil.rmtree(data_path, ignore_errors=True)
     if args.phases < 2:
         return
     print("%d × %d B, --storage %s, %s, hot path: %s" % (

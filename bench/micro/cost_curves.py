@@ -49,16 +49,14 @@ from typing import Any, Dict, List, Tuple
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
-from bench.micro.hot_path import connect, fins_for, mpub  # noqa: E402
-from bench.common.process import process_rss_bytes  # noqa: E402
-from bench.common.report import markdown_table  # noqa: E402
 from twisted.internet.task import Clock  # noqa: E402
 
+from bench.common.process import process_rss_bytes  # noqa: E402
+from bench.common.report import markdown_table  # noqa: E402
+from bench.micro.measure import broker, connect, fins_for, mpub  # noqa: E402
 from txnsq.nsqd.broker import Broker  # noqa: E402
-from txnsq.nsqd.options import NSQDOptions  # noqa: E402
 from txnsq.nsqd.tcp import NSQDFactory  # noqa: E402
 from txnsq.speedups import hot_path, hot_path_token  # noqa: E402
-from txnsq.storage.plugins import get_storage_backend  # noqa: E402
 
 #: The points of each curve.
 CURVES: Dict[str, List[int]] = {
@@ -83,13 +81,7 @@ _IDENTIFY = b'IDENTIFY\n' + len(b'{"client_id":"idle","heartbeat_interval":-1}')
 
 
 def _broker(mem_queue_size: int) -> Tuple[Broker, NSQDFactory, Clock]:
-    clock = Clock()
-    clock.advance(1_700_000_000)
-    options = NSQDOptions()
-    options.mem_queue_size = mem_queue_size
-    options.max_rdy_count = 2500
-    broker = Broker(options, clock, get_storage_backend("memory"))
-    return broker, NSQDFactory(broker, clock), clock
+    return broker("memory", mem_queue_size=mem_queue_size, max_rdy_count=2500)
 
 
 def _rss() -> int:

@@ -40,96 +40,15 @@ import cProfile
 import gc
 import os
 import pstats
-import struct
 import sys
 import tempfile
 import time
-from typing import Any, Callable, List, Tuple
+from typing import Callable, Tuple
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
-from twisted.internet.address import IPv4Address  # noqa: E402
-from twisted.internet.task import Clock  # noqa: E402
-
-from txnsq.nsqd.broker import Broker  # noqa: E402
-from txnsq.nsqd.options import NSQDOptions  # noqa: E402
-from txnsq.nsqd.tcp import NSQDFactory, NSQDProtocol  # noqa: E402
+from bench.micro.measure import broker, connect, fins_for, mpub  # noqa: E402
 from txnsq.speedups import hot_path  # noqa: E402
-from txnsq.storage.plugins import get_storage_backend  # noqa: E402
-
-_U32 = struct.Struct(">I")
-_FRAME = struct.Struct(">iI")
-_FRAME_MESSAGE = 2
-
-
-class CountingTransport:
-    """A transport that keeps what was written until :meth:`take` (no copies until then)."""
-
-    disconnecting = False
-
-    def __init__(self, port: int) -> None:
-        self._peer = IPv4Address("TCP", "127.0.0.1", port)
-        self.chunks: List[bytes] = []
-        self.written = 0
-
-    def write(self, data: bytes) -> None:
-        self.chunks.append(data)
-        self.written += len(data)
-
-    def writeSequence(self, data: List[bytes]) -> None:
-        for chunk in data:
-            self.write(chunk)
-
-    def take(self) -> bytes:
-        data = b"".join(self.chunks)
-        self.chunks = []
-        return data
-
-    def getPeer(self) -> IPv4Address:
-        return self._peer
-
-    def getHost(self) -> IPv4Address:
-        return IPv4Address("TCP", "127.0.0.1", 4150)
-
-    def loseConnection(self) -> None:
-        self.disconnecting = True
-
-    def abortConnection(self) -> None:
-        self.disconnecting = True
-
-    def pauseProducing(self) -> None:
-        pass
-
-    def resumeProducing(self) -> None:
-        pass
-
-
-def connect(factory: NSQDFactory, port: int) -> Tuple[NSQDProtocol, CountingTransport]:
-    """A connection that sent the magic."""
-    transport = CountingTransport(port)
-    protocol = factory.buildProtocol(transport.getPeer())
-    protocol.makeConnection(transport)  # type: ignore[arg-type]
-    protocol.dataReceived(b"  V2")
-    return protocol, transport
-
-
-def fins_for(data: bytes) -> Tuple[bytes, int]:
-    """A FIN for every message frame in ``data``; how many."""
-    fins = []
-    view = memoryview(data)
-    pos = 0
-    end = len(data)
-    while pos < end:
-        size, frame_type = _FRAME.unpack_from(view, pos)
-        if frame_type == _FRAME_MESSAGE:
-            fins.append(b"FIN " + bytes(view[pos + 18:pos + 34]) + b"\n")
-        pos += 4 + size
-    return b"".join(fins), len(fins)
-
-
-def mpub(topic: bytes, bodies: List[bytes]) -> bytes:
-    payload = _U32.pack(len(bodies)) + b"".join(_U32.pack(len(b)) + b for b in bodies)
-    return b"MPUB " + topic + b"\n" + _U32.pack(len(payload)) + payload
 
 
 def timed(run: Callable[[], int], profile: int) -> Tuple[float, int]:
@@ -169,21 +88,16 @@ def main() -> None:
                              "run under callgrind with N and N-1 and subtract)")
     args = parser.parse_args()
 
-    clock = Clock()
-    clock.advance(1_700_000_000)
-    options = NSQDOptions()
-    options.mem_queue_size = args.count + 1000 if args.mem_queue_size is None else args.mem_queue_size
+    mem_queue_size = args.count + 1000 if args.mem_queue_size is None else args.mem_queue_size
     data_path = tempfile.mkdtemp(prefix="txnsq-hot-path-")
-    options.data_path = data_path
-    broker = Broker(options, clock, get_storage_backend(args.storage))
-    factory = NSQDFactory(broker, clock)
+    nsqd, factory, clock = broker(args.storage, mem_queue_size=mem_queue_size, data_path=data_path)
     body = b"x" * args.size
     command = mpub(b"bench", [body] * args.batch) * args.chunk
     rounds = args.count // (args.batch * args.chunk)
     count = rounds * args.batch * args.chunk
 
     publisher, _ = connect(factory, 1)
-    broker.get_topic("bench").get_channel("drain")
+    nsqd.get_topic("bench").get_channel("drain")
     if args.gc_threshold is not None:
         gc.set_threshold(args.gc_threshold, *gc.get_threshold()[1:])
     if args.gc_freeze:
@@ -239,7 +153,7 @@ def main() -> None:
 
     through_seconds, passed = timed(pass_through, 0)
     print("%d × %d B, MPUB × %d (%d per read), RDY %d, --storage %s, --mem-queue-size %d, %s, hot path: %s" % (
-        count, args.size, args.batch, args.chunk, args.rdy, args.storage, options.mem_queue_size,
+        count, args.size, args.batch, args.chunk, args.rdy, args.storage, mem_queue_size,
         sys.version.split()[0], hot_path()))
     print("phase          messages   µs/msg   msg/s (one core)")
     for name, seconds, n in (("publish", pub_seconds, published),

@@ -20,29 +20,13 @@ import os
 import statistics
 import sys
 import time
-from types import SimpleNamespace
-from typing import Any, List
+from typing import List
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
-from twisted.internet.task import Clock  # noqa: E402
-
-from txnsq.nsqd.broker import Broker  # noqa: E402
+from bench.micro.measure import broker  # noqa: E402
 from txnsq.nsqd.mirror import MirrorRecorder, StandbyCopy  # noqa: E402
 from txnsq.protocol.mirror import OP_CHANNEL_CREATE, RecordBuilder, decode_records  # noqa: E402
-from txnsq.storage.memory import MemoryStorage  # noqa: E402
-
-
-def broker(count: int) -> Any:
-    options = SimpleNamespace(
-        node_id=1, mem_queue_size=count * 4, msg_timeout=60.0, max_msg_timeout=900.0,
-        max_req_timeout=3600.0, max_channel_consumers=0, max_msg_size=1048576,
-        data_path="", storage="memory", retain_topics="", retention_bytes=1 << 30,
-        retention_age=3600.0, log_partitions=1,
-    )
-    clock = Clock()
-    clock.advance(1700000000)
-    return Broker(options, clock, MemoryStorage())
 
 
 def run(
@@ -55,7 +39,7 @@ def run(
     run: the memory they take, never freed, costs page faults that a node
     sending and dropping them does not pay).
     """
-    found = broker(count)
+    found, _, _ = broker("memory", mem_queue_size=count * 4, node_id=1)
     topic = found.get_topic("t")
     topic.get_channel("c")
     recorder = MirrorRecorder(lambda: None, lambda: None)

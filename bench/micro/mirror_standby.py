@@ -34,6 +34,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspa
 
 from twisted.internet.task import Clock  # noqa: E402
 
+from bench.micro.measure import broker  # noqa: E402
 from txnsq.cluster.mirror_journal import CopyJournal  # noqa: E402
 from txnsq.nsqd.mirror import MirrorRecorder, StandbyCopy  # noqa: E402
 from txnsq.protocol.mirror import (  # noqa: E402
@@ -43,14 +44,12 @@ from txnsq.protocol.mirror import (  # noqa: E402
 )
 from txnsq.protocol.nats_route import RouteMessages, RouteParser, encode_rmsg_head  # noqa: E402
 
-from bench.micro.mirror_hot import broker  # noqa: E402
-
 READ_SIZE = 65536
 
 
 def route_bytes(count: int, batch: int, size: int, fin: bool) -> Tuple[List[bytes], int]:
     """The route's bytes as read from the socket, and how many messages they carry."""
-    found = broker(count)
+    found, _, _ = broker("memory", mem_queue_size=count * 4, node_id=1)
     topic = found.get_topic("t")
     topic.get_channel("c")
     recorder = MirrorRecorder(lambda: None, lambda: None)

@@ -34,7 +34,6 @@ import argparse
 import os
 import shutil
 import statistics
-import struct
 import sys
 import tempfile
 import time
@@ -42,17 +41,9 @@ from typing import Dict, List, Tuple
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
-from twisted.internet.task import Clock  # noqa: E402
-
-from bench.micro.hot_path import connect, mpub  # noqa: E402
-from txnsq.nsqd.broker import Broker  # noqa: E402
-from txnsq.nsqd.options import NSQDOptions  # noqa: E402
+from bench.micro.measure import broker, connect, mpub, pub  # noqa: E402
 from txnsq.nsqd.retention import RetentionSettings  # noqa: E402
-from txnsq.nsqd.tcp import NSQDFactory  # noqa: E402
 from txnsq.storage import log_format  # noqa: E402
-from txnsq.storage.plugins import get_storage_backend  # noqa: E402
-
-_U32 = struct.Struct(">I")
 
 #: Per command: wall µs/msg plain, retained; CPU µs/msg plain, retained;
 #: wall ratio, CPU ratio (medians over the pairs of one run).
@@ -92,27 +83,21 @@ def main() -> None:
 
 def run(args: argparse.Namespace, kind: str, serial: int) -> Figures:
     """One run of ``--pairs`` pairs of ``kind``; its medians."""
-    clock = Clock()
-    clock.advance(1_700_000_000)
     data_path = tempfile.mkdtemp(prefix="txnsq-retained-ingest-")
-    options = NSQDOptions()
-    options.mem_queue_size = args.chunk * (args.pairs + 1) + 1000
-    options.data_path = data_path
-    options.sync_every = args.sync_every
-    broker = Broker(options, clock, get_storage_backend(args.storage))
-    factory = NSQDFactory(broker, clock)
+    nsqd, factory, clock = broker(args.storage, mem_queue_size=args.chunk * (args.pairs + 1) + 1000,
+                                  data_path=data_path, sync_every=args.sync_every)
     publisher, _ = connect(factory, 1)
     body = b"x" * args.size
     per_read = args.pub_chunk if kind == "PUB" else args.batch
 
     def commands(topic: bytes) -> List[bytes]:
         if kind == "PUB":
-            one = b"PUB " + topic + b"\n" + _U32.pack(len(body)) + body
+            one = pub(topic, body)
             return [one * args.pub_chunk] * (args.chunk // args.pub_chunk)
         return [mpub(topic, [body] * args.batch)] * (args.chunk // args.batch)
 
-    plain = broker.get_topic("plain-%d" % (serial,))
-    retained = broker.get_topic("retained-%d" % (serial,))
+    plain = nsqd.get_topic("plain-%d" % (serial,))
+    retained = nsqd.get_topic("retained-%d" % (serial,))
     for topic in (plain, retained):
         topic.get_channel("c")
     retained.set_retention(RetentionSettings(1 << 40, 0.0, args.partitions))
@@ -146,7 +131,7 @@ def run(args: argparse.Namespace, kind: str, serial: int) -> Figures:
     logged = retained.retention.log.retained_bytes
     if logged != published * (20 + args.size):
         raise SystemExit("check failed: the log holds %d bytes" % (logged,))
-    broker.close()
+    nsqd.close()
     shutil.rmtree(data_path, ignore_errors=True)
 
     count = args.chunk - args.chunk % per_read
