@@ -27,7 +27,7 @@ Run by hand against a running nsqd; the channel should be empty::
 
     python bench/system/bench_latency.py --nsqd-tcp-address 127.0.0.1:4150 --runfor 10s
 
-Standard library only (see ``harness``).
+No Twisted: the standard library and txnsq's sans-IO codec (see ``harness``).
 """
 
 from __future__ import annotations
@@ -57,9 +57,8 @@ from bench.system.harness import (  # noqa: E402
     MessageStream,
     NSQDError,
     V2Connection,
-    mpub_command,
-    pub_command,
 )
+from txnsq.protocol.v2_client import OK, mpub, pub, rdy, sub  # noqa: E402
 
 PROGRAM = "bench_latency"
 
@@ -152,14 +151,8 @@ class LatencyResult:
 
 def _identified(config: LatencyConfig, role: str, **features: Any) -> V2Connection:
     """A connection that has sent ``IDENTIFY``, with ``features`` added."""
-    connection = V2Connection(config.address)
-    try:
-        connection.identify(dict(features, client_id=role, hostname=role,
-                                 user_agent="bench_latency.py"))
-    except BaseException:
-        connection.close()
-        raise
-    return connection
+    return V2Connection(config.address, features=dict(features, client_id=role, hostname=role,
+                                                       user_agent="bench_latency.py"))
 
 
 def publisher(job: Tuple[LatencyConfig, Any], ready: Callable[[], None]) -> Tuple[int, float, int]:
@@ -191,12 +184,12 @@ def publisher(job: Tuple[LatencyConfig, Any], ready: Callable[[], None]) -> Tupl
             if count > 0:
                 body = _STAMP.pack(clock_ns()) + tail
                 if config.pub:
-                    send(pub_command(topic, body) * count)
+                    send(pub(topic, body) * count)
                     for _ in range(count):
-                        expect(b"OK")
+                        expect(OK)
                 else:
-                    send(mpub_command(topic, [body] * count))
-                    expect(b"OK")
+                    send(mpub(topic, [body] * count))
+                    expect(OK)
                 published += count
                 shared[_PUBLISHED] = published
             ticks += 1
@@ -232,9 +225,8 @@ def consumer(job: Tuple[LatencyConfig, Any], ready: Callable[[], None]) -> Tuple
     if config.output_buffer_timeout is not None:
         features["output_buffer_timeout"] = config.output_buffer_timeout
     with _identified(config, "latency-consumer", **features) as connection:
-        connection.send(b"SUB %s %s\n" % (config.topic.encode("utf-8"),
-                                          config.channel.encode("utf-8")))
-        connection.expect(b"OK")
+        connection.send(sub(config.topic, config.channel))
+        connection.expect(OK)
         stream = MessageStream(connection.release_socket(), config.size, heads)
         sock = stream.sock
         selector = selectors.DefaultSelector()
@@ -242,7 +234,7 @@ def consumer(job: Tuple[LatencyConfig, Any], ready: Callable[[], None]) -> Tuple
         before = clock_ns()  # anything stamped earlier is a leftover backlog
         ready()
         recorded_from = before + int(config.warmup * 1e9)
-        sock.sendall(b"RDY %d\n" % (config.rdy,))
+        sock.sendall(rdy(config.rdy))
         done_at: Optional[float] = None
         try:
             while True:

@@ -24,7 +24,7 @@ Run by hand against a running nsqd::
 
     python bench/system/bench_reader.py --nsqd-tcp-address 127.0.0.1:4150 --runfor 10s
 
-Standard library only (see ``harness``).
+No Twisted: the standard library and txnsq's sans-IO codec (see ``harness``).
 """
 
 from __future__ import annotations
@@ -54,6 +54,7 @@ from bench.system.loadgen import (  # noqa: E402  (needs the path above)
     split_evenly,
 )
 from bench.system.harness import MessageStream, V2Connection  # noqa: E402
+from txnsq.protocol import v2_client  # noqa: E402
 
 PROGRAM = "bench_reader"
 
@@ -114,16 +115,11 @@ class ReadResult(GoSummary):
 
 def _subscribe(config: ReaderConfig) -> MessageStream:
     """One connection, identified and subscribed, as a :class:`MessageStream`."""
-    connection = V2Connection(config.address)
+    features = {"client_id": "reader", "hostname": "reader", "user_agent": "bench_reader.py"}
+    connection = V2Connection(config.address, features=features)
     try:
-        connection.identify({
-            "client_id": "reader",
-            "hostname": "reader",
-            "user_agent": "bench_reader.py",
-        })
-        connection.send(b"SUB %s %s\n" % (config.topic.encode("utf-8"),
-                                          config.channel.encode("utf-8")))
-        connection.expect(b"OK")
+        connection.send(v2_client.sub(config.topic, config.channel))
+        connection.expect(v2_client.OK)
         return MessageStream(connection.release_socket(), config.size)
     except BaseException:
         connection.close()
@@ -157,7 +153,7 @@ def sub_worker(job: Tuple[ReaderConfig, int, int, Any], ready: Callable[[], None
         ready()
         started = last = progress_at = monotonic()
         end = float("inf") if target else started + config.runfor
-        rdy = b"RDY %d\n" % (config.rdy,)
+        rdy = v2_client.rdy(config.rdy)
         for stream in streams:
             stream.sock.sendall(rdy)
         seen = 0

@@ -18,7 +18,7 @@ Run by hand against a running nsqd::
 
     python bench/system/bench_writer.py --nsqd-tcp-address 127.0.0.1:4150 --runfor 10s
 
-Standard library only (see ``harness``).
+No Twisted: the standard library and txnsq's sans-IO codec (see ``harness``).
 """
 
 from __future__ import annotations
@@ -43,7 +43,8 @@ from bench.system.loadgen import (  # noqa: E402  (needs the path above)
     run_workers,
     split_evenly,
 )
-from bench.system.harness import V2Connection, mpub_command  # noqa: E402
+from bench.system.harness import V2Connection  # noqa: E402
+from txnsq.protocol.v2_client import OK, mpub  # noqa: E402
 
 PROGRAM = "bench_writer"
 
@@ -108,13 +109,9 @@ def pub_worker(job: Tuple[WriterConfig, int], ready: Callable[[], None]) -> int:
     """
     config, batches = job
     topic = config.topic.encode("utf-8")
-    command = mpub_command(topic, [bytes(config.size)] * config.batch_size)
-    with V2Connection(config.address) as connection:
-        connection.identify({
-            "client_id": "writer",
-            "hostname": "writer",
-            "user_agent": "bench_writer.py",
-        })
+    command = mpub(topic, [bytes(config.size)] * config.batch_size)
+    features = {"client_id": "writer", "hostname": "writer", "user_agent": "bench_writer.py"}
+    with V2Connection(config.address, features=features) as connection:
         send = connection.send
         expect = connection.expect
         monotonic = time.monotonic
@@ -123,7 +120,7 @@ def pub_worker(job: Tuple[WriterConfig, int], ready: Callable[[], None]) -> int:
         sent = 0
         while True:
             send(command)
-            expect(b"OK")
+            expect(OK)
             sent += 1
             if sent == batches or monotonic() > end:
                 break

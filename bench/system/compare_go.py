@@ -25,7 +25,7 @@ Go: the Go binaries come from ``--go-bin``::
     python bench/system/compare_go.py --go-bin DIR --memq 1000000 --gomaxprocs 1
     python bench/system/compare_go.py --go-bin DIR --txnsq-cmd 'pypy-venv/bin/nsqd'
 
-Standard library only (see ``harness``).
+No Twisted: the standard library and txnsq's sans-IO codec (see ``harness``).
 """
 
 from __future__ import annotations

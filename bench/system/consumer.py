@@ -25,7 +25,7 @@ Run by hand; not part of the test suite::
     python bench/system/consumer.py --clients txnsq --count 1000000 \
         --client-prefix 'py-spy record -r 1000 -f raw -o /tmp/txnsq.txt --'
 
-The parent uses the standard library only (see ``harness``). The
+The parent uses no Twisted (see ``harness``). The
 ``txnsq`` subprocess imports Twisted and txnsq; the ``pynsq`` one imports
 pynsq (``pip install pynsq 'tornado<6.2'``). ``--python`` runs the
 subprocesses with another interpreter (PyPy, say).
@@ -57,9 +57,9 @@ from bench.system.harness import (  # noqa: E402
     V2Connection,
     create_channel,
     filler,
-    mpub_command,
     nsqd_command,
 )
+from txnsq.protocol.v2_client import OK, mpub  # noqa: E402
 
 CLIENTS = ("txnsq", "pynsq")
 CHANNEL = "bench"
@@ -281,13 +281,13 @@ def publish(address: Tuple[str, int], topic: bytes, count: int, size: int, batch
     """MPUB every body, waiting for each OK; the seconds it took."""
     tail = filler(size)
     pack = SEQUENCE.pack
-    commands = [mpub_command(topic, [pack(i) + tail for i in range(start, min(start + batch, count))])
+    commands = [mpub(topic, [pack(i) + tail for i in range(start, min(start + batch, count))])
                 for start in range(0, count, batch)]
     with V2Connection(address) as connection:
         start = time.perf_counter()
         for command in commands:
             connection.send(command)
-            connection.expect(b"OK")
+            connection.expect(OK)
         return time.perf_counter() - start
 
 

@@ -17,7 +17,7 @@ Run by hand; not part of the test suite::
     python bench/system/disk_spill.py --compare-memory --pub
     python bench/system/disk_spill.py --storage memory --mem-queue-size 300000
 
-Standard library only (see ``harness``).
+No Twisted: the standard library and txnsq's sans-IO codec (see ``harness``).
 """
 
 from __future__ import annotations
@@ -34,9 +34,6 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspa
 
 from bench.common.report import progress, table  # noqa: E402  (needs the path above)
 from bench.system.harness import (  # noqa: E402
-    FRAME_ERROR,
-    FRAME_MESSAGE,
-    MESSAGE_HEADER_SIZE,
     SEQUENCE,
     BenchError,
     NSQDChild,
@@ -45,11 +42,13 @@ from bench.system.harness import (  # noqa: E402
     V2Connection,
     create_channel,
     directory_size,
+    describe_frame,
     filler,
-    mpub_command,
     nsqd_command,
-    pub_command,
 )
+from txnsq.protocol.frames import FRAME_TYPE_ERROR, FRAME_TYPE_MESSAGE  # noqa: E402
+from txnsq.protocol.message import MESSAGE_HEADER_LENGTH  # noqa: E402
+from txnsq.protocol.v2_client import OK, fin, mpub, pub, rdy, sub  # noqa: E402
 
 TOPIC = b"bench_spill"
 CHANNEL = b"bench"
@@ -141,9 +140,9 @@ def publish_commands(count: int, size: int, batch: int) -> List[bytes]:
     """
     tail = filler(size)
     if batch == 0:
-        return [pub_command(TOPIC, body(i, tail)) for i in range(count)]
+        return [pub(TOPIC, body(i, tail)) for i in range(count)]
     return [
-        mpub_command(TOPIC, [body(i, tail) for i in range(start, min(start + batch, count))])
+        mpub(TOPIC, [body(i, tail) for i in range(start, min(start + batch, count))])
         for start in range(0, count, batch)
     ]
 
@@ -162,7 +161,7 @@ def publish(address: Tuple[str, int], commands: Sequence[bytes]) -> float:
         start = time.perf_counter()
         for command in commands:
             send(command)
-            expect(b"OK")
+            expect(OK)
         return time.perf_counter() - start
 
 
@@ -182,12 +181,12 @@ def consume(config: RunConfig, address: Tuple[str, int]) -> Tuple[float, int, in
     seen = bytearray(count)
     intact = duplicates = corrupt = 0
     unpack = SEQUENCE.unpack_from
-    header = MESSAGE_HEADER_SIZE
+    header = MESSAGE_HEADER_LENGTH
     with V2Connection(address) as connection:
-        connection.send(b"SUB " + TOPIC + b" " + CHANNEL + b"\n")
-        connection.expect(b"OK")
+        connection.send(sub(TOPIC, CHANNEL))
+        connection.expect(OK)
         start = time.perf_counter()
-        connection.send(b"RDY %d\n" % (config.rdy,))
+        connection.send(rdy(config.rdy))
         while intact + corrupt < count:
             try:
                 frames = connection.frames(time.monotonic() + config.timeout)
@@ -198,8 +197,8 @@ def consume(config: RunConfig, address: Tuple[str, int]) -> Tuple[float, int, in
                 )
             fins = []
             for frame_type, data in frames:
-                if frame_type == FRAME_MESSAGE:
-                    fins.append(b"FIN " + data[10:header] + b"\n")
+                if frame_type == FRAME_TYPE_MESSAGE:
+                    fins.append(fin(data[10:header]))
                     if len(data) != header + size or data[header + 8 :] != tail:
                         corrupt += 1
                         continue
@@ -211,8 +210,8 @@ def consume(config: RunConfig, address: Tuple[str, int]) -> Tuple[float, int, in
                     else:
                         seen[sequence] = 1
                         intact += 1
-                elif frame_type == FRAME_ERROR:
-                    raise BenchError("nsqd sent an error while consuming: %r" % (data,))
+                elif frame_type == FRAME_TYPE_ERROR:
+                    raise BenchError("nsqd sent an %s while consuming" % (describe_frame(frame_type, data),))
             if fins:
                 connection.send(b"".join(fins))
         seconds = time.perf_counter() - start

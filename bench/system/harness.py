@@ -1,36 +1,38 @@
 """
-What the hand-run benchmarks in ``bench/`` share: an ``nsqd`` child process
+What the benchmarks in ``bench/system/`` share: an ``nsqd`` child process
 and a blocking NSQ V2 client socket.
 
-Standard library only, no reactor and no ``txnsq`` import: a benchmark must
-not measure the client's framework, and the same script can drive any nsqd
-given with ``--nsqd``.
+No reactor and no Twisted: a benchmark must not measure a client
+framework, and the same script drives any nsqd given with ``--nsqd``
+(Go's included). The client side speaks through txnsq's own sans-IO codec
+(:mod:`txnsq.protocol`: the commands of :mod:`~txnsq.protocol.v2_client`,
+:class:`~txnsq.protocol.frames.FrameParser`, the handshake machine
+:class:`~txnsq.protocol.handshake.ClientHandshake` and the compression
+codecs), so that the benchmarks exercise the codec the client library
+uses, and no third V2 client is kept in step with it by hand.
 
 :class:`NSQDChild` starts nsqd with its listeners on ``127.0.0.1:0`` and
 reads the bound ports from its ``TCP: listening on HOST:PORT`` line, as
 ``tests/integration/nsqd_process.py`` does under the reactor.
-:class:`V2Connection` speaks the V2 protocol: commands out, frames in
-(``u32 size | i32 type | data``), heartbeats answered with ``NOP``. It
-can also take the IDENTIFY upgrades, in NSQ's order: :meth:`V2Connection.identify`
-reads the JSON reply, :meth:`V2Connection.start_tls` runs the TLS handshake
-(an :class:`ssl.SSLObject` over memory BIOs, so that the bytes on the wire can
-be counted), and :meth:`V2Connection.set_codec` puts a stream codec such as
-:func:`deflate_codec` under the framing. The snappy codec is not in the
-standard library; a benchmark that needs it brings its own.
+:class:`V2Connection` is a blocking socket around the codec: commands
+out, frames in, heartbeats answered with ``NOP``, and with ``features``
+the IDENTIFY upgrades in NSQ's order (TLS over memory BIOs, so that the
+bytes on the wire can be counted, then snappy or deflate).
 
 For the load generators, which must never be the bottleneck, a connection
 can hand its socket over (:meth:`V2Connection.release_socket`) to a
-:class:`MessageStream`, which parses message frames in place in one reusable
-buffer and answers them with one write of ``FIN``\\s per read.
-:func:`process_rss_bytes` reads nsqd's resident memory from ``/proc``, and
-:func:`raise_open_files_limit` lifts the soft limit on open files for runs
-with thousands of connections. :func:`http_post` sends nsqd's HTTP
-commands (``/topic/create``, ``/channel/create``) with ``urllib``.
+:class:`MessageStream`, which parses message frames in place in one
+reusable buffer and answers them with one write of ``FIN``\\s per read:
+the one place frames are cut here without :class:`FrameParser`, because
+that copies every frame out and the loop must cost a small fraction of
+what the same messages cost nsqd. :func:`create_channel` makes a channel
+before publishing, :func:`http_post` sends nsqd's HTTP commands
+(``/topic/create``, ``/channel/create``) with ``urllib``, and
+:data:`SEQUENCE` with :func:`filler` make bodies a consumer can check.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shlex
@@ -42,15 +44,24 @@ import sys
 import time
 import urllib.error
 import urllib.request
-import zlib
 from collections import deque
-from typing import IO, Any, Callable, Deque, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import IO, Any, Deque, Dict, List, Mapping, Optional, Sequence, Tuple
+
+from txnsq.protocol.compression import CompressionError, Decoder, Encoder
+from txnsq.protocol.frames import (
+    FRAME_TYPE_ERROR,
+    FRAME_TYPE_MESSAGE,
+    FRAME_TYPE_RESPONSE,
+    FrameError,
+    FrameParser,
+    encode_message_frame_header,
+)
+from txnsq.protocol.handshake import ClientHandshake, HandshakeError, Ready, Send, StartCompression, StartTLS
+from txnsq.protocol.message import MESSAGE_HEADER_LENGTH
+from txnsq.protocol.v2_client import HEARTBEAT, MAGIC_V2, OK, NSQError, fin, nop, parse_error
+from txnsq.protocol.v2_client import sub as v2_sub
 
 __all__ = [
-    "FRAME_ERROR",
-    "FRAME_MESSAGE",
-    "FRAME_RESPONSE",
-    "MESSAGE_HEADER_SIZE",
     "BenchError",
     "MessageStream",
     "NSQDChild",
@@ -58,17 +69,14 @@ __all__ = [
     "NSQDStartError",
     "ProtocolError",
     "SEQUENCE",
-    "Codec",
     "V2Connection",
     "create_channel",
-    "deflate_codec",
+    "describe_frame",
     "directory_size",
     "filler",
     "free_ports",
     "http_post",
-    "mpub_command",
     "nsqd_command",
-    "pub_command",
 ]
 
 #: How long nsqd may take to print its TCP listening line.
@@ -77,36 +85,20 @@ START_TIMEOUT = 20.0
 #: How long nsqd may take to exit after SIGTERM (a disk backend flushes).
 STOP_TIMEOUT = 30.0
 
-FRAME_RESPONSE = 0
-FRAME_ERROR = 1
-FRAME_MESSAGE = 2
-
-#: A message frame's data: 8-byte timestamp, 2-byte attempts, 16-byte ID,
-#: then the body.
-MESSAGE_HEADER_SIZE = 26
-
 _LISTENING = re.compile(rb"(TCP|HTTP|HTTPS|MetaQ): listening on (\S+):([0-9]+)")
-_HEARTBEAT = b"_heartbeat_"
 _FRAME_HEADER = struct.Struct(">ii")
-_U32 = struct.Struct(">I")
-_MPUB_HEADER = struct.Struct(">II")
-_U64 = struct.Struct(">Q")
 
 #: The 8-byte big-endian sequence number that starts a checked body, so
 #: that a consumer can tell a lost or duplicated message from an intact one.
-SEQUENCE = _U64
-#: One FIN command with room for its 16-byte ID.
-_FIN_TEMPLATE = b"FIN " + bytes(16) + b"\n"
+SEQUENCE = struct.Struct(">Q")
+#: ``FIN`` for a 16-byte ID, as :func:`~txnsq.protocol.v2_client.fin`
+#: writes it, and its part before the ID.
+_FIN_TEMPLATE = fin(bytes(16))
+_FIN_HEAD = _FIN_TEMPLATE[:-17]
 _RECV_SIZE = 256 * 1024
 #: The least free room a MessageStream reads into: below it, it first moves
 #: the unparsed tail to the buffer's start, or grows the buffer.
 _MIN_RECV = 64 * 1024
-
-
-#: A stream codec: ``(encode, decode)``, each turning the bytes of one
-#: direction into the next ones of that direction's stream. ``decode`` keeps
-#: an incomplete tail for the next call.
-Codec = Tuple[Callable[[bytes], bytes], Callable[[bytes], bytes]]
 
 
 class NSQDError(Exception):
@@ -192,21 +184,6 @@ def directory_size(path: str) -> int:
     return total
 
 
-def deflate_codec(level: int) -> Codec:
-    """
-    NSQ's deflate stream: raw DEFLATE (no zlib header) at ``level``, every
-    write ended by a sync flush so that nsqd can decode it at once.
-    """
-    compressor = zlib.compressobj(level, zlib.DEFLATED, -15)
-    compress = compressor.compress
-    flush = compressor.flush
-
-    def encode(data: bytes) -> bytes:
-        return compress(data) + flush(zlib.Z_SYNC_FLUSH)
-
-    return encode, zlib.decompressobj(-15).decompress
-
-
 def filler(size: int) -> bytes:
     """
     What follows a checked body's :data:`SEQUENCE` number: ``size - 8``
@@ -215,21 +192,6 @@ def filler(size: int) -> bytes:
     pattern = b"0123456789abcdefghijklmnopqrstuvwxyz"
     length = max(0, size - SEQUENCE.size)
     return (pattern * (length // len(pattern) + 1))[:length]
-
-
-def pub_command(topic: bytes, body: bytes) -> bytes:
-    """``PUB <topic>\\n`` + 4-byte size + body."""
-    return b"PUB " + topic + b"\n" + _U32.pack(len(body)) + body
-
-
-def mpub_command(topic: bytes, bodies: Sequence[bytes]) -> bytes:
-    """``MPUB <topic>\\n`` + 4-byte size + 4-byte count + (4-byte size + body)*."""
-    pack = _U32.pack
-    parts = [pack(len(body)) + body for body in bodies]
-    size = 4 + sum(len(part) for part in parts)
-    return b"".join(
-        [b"MPUB ", topic, b"\n", _MPUB_HEADER.pack(size, len(bodies))] + parts
-    )
 
 
 def create_channel(address: Tuple[str, int], topic: bytes, channel: bytes) -> None:
@@ -243,8 +205,8 @@ def create_channel(address: Tuple[str, int], topic: bytes, channel: bytes) -> No
     :raises ProtocolError: nsqd refused the ``SUB``.
     """
     with V2Connection(address) as connection:
-        connection.send(b"SUB " + topic + b" " + channel + b"\n")
-        connection.expect(b"OK")
+        connection.send(v2_sub(topic, channel))
+        connection.expect(OK)
 
 
 class NSQDChild:
@@ -399,32 +361,65 @@ class NSQDChild:
 
 class V2Connection:
     """
-    A blocking NSQ V2 client connection.
+    A blocking NSQ V2 client connection, speaking through txnsq's own
+    sans-IO codec: the handshake is :class:`ClientHandshake`, frames are
+    cut by :class:`FrameParser`, error frames read by
+    :func:`~txnsq.protocol.v2_client.parse_error`, and the codecs are
+    those of :mod:`txnsq.protocol.compression` (nsqd's own).
 
-    Sends the ``"  V2"`` magic on connect.  Reads come as parsed frames;
-    ``_heartbeat_`` responses are answered with ``NOP`` and never returned.
-    ``bytes_sent`` and ``bytes_received`` count what crossed the socket,
-    after compression and TLS.
+    Sends the ``"  V2"`` magic on connect; with ``features``, also
+    ``IDENTIFY`` with them, and then takes the upgrades nsqd grants, in
+    NSQ's order: TLS (an :class:`ssl.SSLObject` over memory BIOs, so that
+    the bytes counted are the encrypted ones), then snappy or deflate.
+    ``_heartbeat_`` responses are answered with ``NOP`` and never
+    returned. ``bytes_sent`` and ``bytes_received`` count what crossed the
+    socket, after compression and TLS.
 
     :param address: nsqd's TCP ``(host, port)``.
     :param timeout: seconds a connect or a single ``recv`` may block.
+    :param features: the IDENTIFY body; ``None`` sends no IDENTIFY.
+    :param tls: the context for TLS, when ``features`` asks for ``tls_v1``.
+    :param server_hostname: the name TLS checks the certificate against.
+    :ivar identify_response: what nsqd agreed to (``{}`` after a bare
+        ``OK``, or without ``features``).
+    :ivar compression: ``"snappy"``, ``"deflate"`` or ``None``.
+    :raises ProtocolError: nsqd refused the IDENTIFY or broke the
+        handshake, or granted TLS without a ``tls`` context here.
+    :raises ssl.SSLError: the TLS handshake failed.
+    :raises ConnectionError: nsqd closed the connection mid-handshake.
     """
 
-    def __init__(self, address: Tuple[str, int], timeout: float = 30.0) -> None:
+    def __init__(
+        self,
+        address: Tuple[str, int],
+        timeout: float = 30.0,
+        features: Optional[Mapping[str, Any]] = None,
+        tls: Optional[ssl.SSLContext] = None,
+        server_hostname: Optional[str] = None,
+    ) -> None:
         self._timeout = timeout
         self._sock = socket.create_connection(address, timeout)
         # Publishing is request/response: Nagle would hold each command.
         self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self._buffer = bytearray()
+        self._parser = FrameParser()
         self._pending: Deque[Tuple[int, bytes]] = deque()
         self.bytes_sent = 0
         self.bytes_received = 0
         self._tls: Optional[ssl.SSLObject] = None
         self._tls_in = ssl.MemoryBIO()
         self._tls_out = ssl.MemoryBIO()
-        self._encode: Optional[Callable[[bytes], bytes]] = None
-        self._decode: Optional[Callable[[bytes], bytes]] = None
-        self._send_raw(b"  V2")
+        self._encoder: Optional[Encoder] = None
+        self._decoder: Optional[Decoder] = None
+        self.identify_response: Dict[str, Any] = {}
+        self.compression: Optional[str] = None
+        try:
+            if features is None:
+                self._send_raw(MAGIC_V2)
+            else:
+                self._handshake(features, tls, server_hostname)
+        except BaseException:
+            self._sock.close()
+            raise
 
     def close(self) -> None:
         """Close the socket."""
@@ -436,132 +431,40 @@ class V2Connection:
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
-    def _send_raw(self, data: bytes) -> None:
-        self._sock.sendall(data)
-        self.bytes_sent += len(data)
-
-    def release_socket(self) -> socket.socket:
-        """
-        Hand the blocking socket over to a hot loop (a
-        :class:`MessageStream`, say); this object must not be used after.
-
-        :raises ProtocolError: bytes were received and not yet read, or TLS
-            or a codec is in use: those cannot be carried over to a raw
-            socket.
-        """
-        if self._buffer or self._pending:
-            raise ProtocolError("%d bytes and %d frames unread on the connection"
-                                % (len(self._buffer), len(self._pending)))
-        if self._tls is not None or self._encode is not None:
-            raise ProtocolError("a connection with TLS or a codec cannot be released")
-        return self._sock
-
-    def encode(self, data: bytes) -> bytes:
-        """
-        ``data`` through the codec set with :meth:`set_codec` (itself if
-        none), for :meth:`send_encoded`.
-
-        Encoding ahead of sending keeps the client's compression out of a
-        timed loop, but a stream codec has state: send the results in the
-        order they were encoded, and send nothing else in between (no
-        heartbeats: IDENTIFY with ``"heartbeat_interval": -1``).
-        """
-        encode = self._encode
-        return data if encode is None else encode(data)
-
-    def send_encoded(self, data: bytes) -> None:
-        """Write bytes :meth:`encode` gave, through TLS if it was started."""
-        tls = self._tls
-        if tls is None:
-            self._send_raw(data)
-            return
-        view = memoryview(data)
-        while view:
-            written = tls.write(view)
-            view = view[written:]
-            self._flush_tls()
-
-    def send(self, data: bytes) -> None:
-        """Write ``data`` (one or more whole commands)."""
-        self.send_encoded(self.encode(data))
-
-    def _flush_tls(self) -> None:
-        """Send what the TLS object wrote to its outgoing BIO."""
-        pending = self._tls_out.read()
-        if pending:
-            self._send_raw(pending)
-
-    def identify(self, features: Mapping[str, Any]) -> Dict[str, Any]:
-        """
-        Send ``IDENTIFY`` with ``features`` as its JSON body and read the
-        reply: with ``feature_negotiation`` the JSON object of what nsqd
-        agreed to, else ``{}`` for its ``OK``.
-
-        Reads exactly that one frame: what follows it may be TLS or a
-        compressed stream, to be read after :meth:`start_tls` or
-        :meth:`set_codec`.
-
-        :raises ProtocolError: nsqd sent an error frame or no JSON.
-        """
-        body = json.dumps(features).encode("utf-8")
-        self.send(b"IDENTIFY\n" + _U32.pack(len(body)) + body)
-        frame_type, data = self._read_alone()
-        if frame_type != FRAME_RESPONSE:
-            raise ProtocolError("IDENTIFY answered with %r" % (data[:200],))
-        if data == b"OK":
-            return {}
-        try:
-            reply = json.loads(data.decode("utf-8"))
-        except ValueError:
-            raise ProtocolError("IDENTIFY reply is not JSON: %r" % (data[:200],))
-        if not isinstance(reply, dict):
-            raise ProtocolError("IDENTIFY reply is not an object: %r" % (data[:200],))
-        return reply
-
-    def _read_alone(self) -> Tuple[int, bytes]:
-        """
-        The next frame that is not a heartbeat, leaving the bytes after it
-        unparsed: in an upgrade they belong to the next layer (TLS records,
-        or a compressed stream that :meth:`_parse` would take for garbage).
-        """
-        if self._pending:
-            raise ProtocolError("frames were pending before an upgrade")
+    def _handshake(
+        self, features: Mapping[str, Any], context: Optional[ssl.SSLContext], server_hostname: Optional[str]
+    ) -> None:
+        """Drive :class:`ClientHandshake` over the socket until it is ready."""
+        shake = ClientHandshake(features)
+        self._send_raw(shake.initiate())
         while True:
-            frames = self._parse(limit=1)
-            if frames:
-                return frames[0]
-            chunk = self._recv()
+            chunk = self._recv(None)
             if not chunk:
-                raise ConnectionError("nsqd closed the connection")
-            self._buffer += chunk
+                raise ConnectionError("nsqd closed the connection during the handshake")
+            try:
+                steps = shake.receive(chunk)
+            except NSQError as error:
+                raise ProtocolError("nsqd refused the handshake: %s" % (error,)) from None
+            except (HandshakeError, CompressionError) as error:
+                raise ProtocolError("nsqd broke the handshake: %s" % (error,)) from None
+            for step in steps:
+                if isinstance(step, Send):
+                    self.send(step.data)
+                elif isinstance(step, StartTLS):
+                    if context is None:
+                        raise ProtocolError("nsqd granted TLS, and no TLS context was given")
+                    self._start_tls(context, server_hostname)
+                elif isinstance(step, StartCompression):
+                    self._encoder, self._decoder = step.encoder, step.decoder
+                    self.compression = step.name
+                elif isinstance(step, Ready):
+                    self.identify_response = shake.identify_response
+                    if step.rest:
+                        self._pending.extend(self._frames_of(step.rest))
+                    return
 
-    def expect_alone(self, response: bytes = b"OK") -> None:
-        """
-        :meth:`expect`, reading no further than that one frame: for the
-        ``OK`` that ends an upgrade, when another upgrade follows it.
-
-        :raises ProtocolError: it is another frame.
-        """
-        frame_type, data = self._read_alone()
-        if frame_type != FRAME_RESPONSE or data != response:
-            raise ProtocolError("expected %r, got frame type %d %r"
-                                % (response, frame_type, data[:200]))
-
-    def start_tls(self, context: ssl.SSLContext, server_hostname: Optional[str] = None) -> None:
-        """
-        Run the TLS handshake (after an IDENTIFY reply with ``tls_v1``);
-        from then on everything goes through TLS.
-
-        :raises ProtocolError: nsqd sent bytes in clear after its IDENTIFY
-            reply.
-        :raises ssl.SSLError: the handshake failed.
-        :raises ConnectionError: nsqd closed the connection mid-handshake.
-        """
-        if self._buffer or self._pending:
-            raise ProtocolError(
-                "%d bytes in clear after the IDENTIFY reply, before the TLS "
-                "handshake: %r" % (len(self._buffer), bytes(self._buffer[:60]))
-            )
+    def _start_tls(self, context: ssl.SSLContext, server_hostname: Optional[str]) -> None:
+        """Run the TLS handshake over the memory BIOs; from then on everything goes through TLS."""
         tls = context.wrap_bio(self._tls_in, self._tls_out, server_hostname=server_hostname)
         while True:
             try:
@@ -576,24 +479,67 @@ class V2Connection:
         self._flush_tls()
         self._tls = tls
 
+    def _send_raw(self, data: bytes) -> None:
+        self._sock.sendall(data)
+        self.bytes_sent += len(data)
+
+    def release_socket(self) -> socket.socket:
+        """
+        Hand the blocking socket over to a hot loop (a
+        :class:`MessageStream`, say); this object must not be used after.
+
+        :raises ProtocolError: bytes were received and not yet read, or TLS
+            or a codec is in use: those cannot be carried over to a raw
+            socket.
+        """
+        if self._parser.buffered() or self._pending:
+            raise ProtocolError("%d bytes and %d frames unread on the connection"
+                                % (self._parser.buffered(), len(self._pending)))
+        if self._tls is not None or self._encoder is not None:
+            raise ProtocolError("a connection with TLS or a codec cannot be released")
+        return self._sock
+
+    def encode(self, data: bytes) -> bytes:
+        """
+        ``data`` through the connection's compression (itself if none),
+        for :meth:`send_encoded`.
+
+        Encoding ahead of sending keeps the client's compression out of a
+        timed loop, but a stream codec has state: send the results in the
+        order they were encoded, and send nothing else in between (no
+        heartbeats: IDENTIFY with ``"heartbeat_interval": -1``).
+        """
+        encoder = self._encoder
+        return data if encoder is None else encoder.encode(data)
+
+    def send_encoded(self, data: bytes) -> None:
+        """Write bytes :meth:`encode` gave, through TLS if it was started."""
+        tls = self._tls
+        if tls is None:
+            self._send_raw(data)
+            return
+        view = memoryview(data)
+        while view:
+            written = tls.write(view)
+            view = view[written:]
+            self._flush_tls()
+
+    def send(self, data: bytes) -> None:
+        """Write ``data`` (one or more whole commands, :mod:`txnsq.protocol.v2_client`'s)."""
+        self.send_encoded(self.encode(data))
+
+    def _flush_tls(self) -> None:
+        """Send what the TLS object wrote to its outgoing BIO."""
+        pending = self._tls_out.read()
+        if pending:
+            self._send_raw(pending)
+
     def tls_description(self) -> str:
         """The TLS version and cipher in use, or ``""`` without TLS."""
         if self._tls is None:
             return ""
         cipher = self._tls.cipher()
         return "%s %s" % (self._tls.version(), cipher[0] if cipher else "?")
-
-    def set_codec(self, codec: Codec) -> None:
-        """
-        Compress both directions from now on (after an IDENTIFY reply with
-        ``snappy`` or ``deflate``). Bytes already received past the IDENTIFY
-        reply are the start of the compressed stream.
-        """
-        if self._pending:
-            raise ProtocolError("frames were pending before the codec was set")
-        self._encode, self._decode = codec
-        if self._buffer:
-            self._buffer = bytearray(self._decode(bytes(self._buffer)))
 
     def frames(self, deadline: Optional[float] = None) -> List[Tuple[int, bytes]]:
         """
@@ -603,7 +549,8 @@ class V2Connection:
         :param deadline: a :func:`time.monotonic` time; waiting past it
             with no frame but heartbeats raises :class:`TimeoutError`.
         :raises ConnectionError: nsqd closed the connection.
-        :raises ProtocolError: a frame's size is impossible.
+        :raises ProtocolError: a frame's size is impossible, or the
+            compressed stream is corrupt.
         :raises socket.timeout: with no ``deadline``, one ``recv`` waited
             longer than the connection's timeout.
         """
@@ -612,21 +559,36 @@ class V2Connection:
             self._pending.clear()
             return frames
         while True:
-            frames = self._parse()
-            if frames:
-                return frames
             chunk = self._recv(deadline)
             if not chunk:
                 raise ConnectionError("nsqd closed the connection")
-            self._buffer += chunk
+            frames = self._frames_of(chunk)
+            if frames:
+                return frames
 
-    def _recv(self, deadline: Optional[float] = None) -> bytes:
+    def _frames_of(self, data: bytes) -> List[Tuple[int, bytes]]:
+        """The frames ``data`` completes, heartbeats answered and left out."""
+        try:
+            frames = self._parser.feed(data)
+        except FrameError as error:
+            raise ProtocolError(str(error)) from None
+        beats = 0
+        for frame_type, body in frames:
+            if frame_type == FRAME_TYPE_RESPONSE and body == HEARTBEAT:
+                beats += 1
+        if beats:
+            self.send(nop() * beats)
+            frames = [frame for frame in frames if frame[0] != FRAME_TYPE_RESPONSE or frame[1] != HEARTBEAT]
+        return frames
+
+    def _recv(self, deadline: Optional[float]) -> bytes:
         """
         The next plain bytes, through TLS and the codec: never empty but at
         the end of the stream.
+
+        :raises ProtocolError: the compressed stream is corrupt.
         """
         tls = self._tls
-        decode = self._decode
         while True:
             chunk = self._recv_raw(deadline)
             if not chunk:
@@ -639,8 +601,12 @@ class V2Connection:
                 if not plain:  # close_notify
                     return b""
                 chunk = plain
-            if decode is not None:
-                chunk = decode(chunk)
+            decoder = self._decoder
+            if decoder is not None:
+                try:
+                    chunk = decoder.decode(chunk)
+                except CompressionError as error:
+                    raise ProtocolError(str(error)) from None
                 if not chunk:  # a compressed block not yet complete
                     continue
             return chunk
@@ -684,55 +650,30 @@ class V2Connection:
         self.bytes_received += len(chunk)
         return chunk
 
-    def _parse(self, limit: int = 0) -> List[Tuple[int, bytes]]:
-        """
-        Take the complete frames off the buffer, answering heartbeats; at
-        most ``limit`` of them when it is not 0.
-        """
-        buffer = self._buffer
-        end = len(buffer)
-        offset = 0
-        frames: List[Tuple[int, bytes]] = []
-        unpack = _FRAME_HEADER.unpack_from
-        while end - offset >= 8:
-            size, frame_type = unpack(buffer, offset)
-            if size < 4:
-                raise ProtocolError("impossible frame size %d" % (size,))
-            stop = offset + 4 + size
-            if stop > end:
-                break
-            data = bytes(buffer[offset + 8 : stop])
-            offset = stop
-            if frame_type == FRAME_RESPONSE and data == _HEARTBEAT:
-                self.send(b"NOP\n")
-            else:
-                frames.append((frame_type, data))
-                if len(frames) == limit:
-                    break
-        del buffer[:offset]
-        return frames
-
     def read_frame(self) -> Tuple[int, bytes]:
         """The next frame that is not a heartbeat."""
         if not self._pending:
             self._pending.extend(self.frames())
         return self._pending.popleft()
 
-    def expect(self, response: bytes = b"OK") -> None:
+    def expect(self, response: bytes = OK) -> None:
         """
         Read one frame and check it is the response ``response``.
 
-        :raises ProtocolError: it is an error frame, a message, or another
-            response.
+        :raises ProtocolError: it is an error frame (its code and text in
+            the message), a message, or another response.
         """
         frame_type, data = self.read_frame()
-        if frame_type != FRAME_RESPONSE or data != response:
-            kind = {FRAME_ERROR: "error", FRAME_MESSAGE: "message"}.get(
-                frame_type, "response"
-            )
-            raise ProtocolError(
-                "expected %r, got %s frame %r" % (response, kind, data[:200])
-            )
+        if frame_type != FRAME_TYPE_RESPONSE or data != response:
+            raise ProtocolError("expected %r, got %s" % (response, describe_frame(frame_type, data)))
+
+
+def describe_frame(frame_type: int, data: bytes) -> str:
+    """A frame in words, for errors: an error frame's code and text, else its kind and first bytes."""
+    if frame_type == FRAME_TYPE_ERROR:
+        return "error %s" % (parse_error(data),)
+    kind = "message" if frame_type == FRAME_TYPE_MESSAGE else "response"
+    return "%s frame %r" % (kind, data[:200])
 
 
 class MessageStream:
@@ -837,21 +778,21 @@ class MessageStream:
         """
         if self.body_size is None or self.heads is not None:
             return 0, b""
-        stride = 8 + MESSAGE_HEADER_SIZE + self.body_size
+        stride = 8 + MESSAGE_HEADER_LENGTH + self.body_size
         start = self._start
         count = (self._end - start) // stride
         if count < 2:
             return 0, b""
         stop = start + count * stride
         buffer = self._buffer
-        header = _FRAME_HEADER.pack(stride - 4, FRAME_MESSAGE)
+        header = encode_message_frame_header(MESSAGE_HEADER_LENGTH + self.body_size)
         for offset in range(8):
             if buffer[start + offset : stop : stride].count(header[offset]) != count:
                 return 0, b""
         fins = bytearray(_FIN_TEMPLATE * count)
         id_start = start + 8 + 10  # frame header, timestamp, attempts
         for offset in range(16):
-            fins[4 + offset :: len(_FIN_TEMPLATE)] = buffer[id_start + offset : stop : stride]
+            fins[len(_FIN_HEAD) + offset :: len(_FIN_TEMPLATE)] = buffer[id_start + offset : stop : stride]
         self._start = stop
         return count, bytes(fins)
 
@@ -866,9 +807,9 @@ class MessageStream:
         nops = 0
         # A message frame's size field counts the type (4), the header (26)
         # and the body.
-        expected = -1 if self.body_size is None else self.body_size + 4 + MESSAGE_HEADER_SIZE
+        expected = -1 if self.body_size is None else self.body_size + 4 + MESSAGE_HEADER_LENGTH
         heads = self.heads
-        unpack_head = _U64.unpack_from
+        unpack_head = SEQUENCE.unpack_from
         bad = 0
         while end - position >= 8:
             size, frame_type = unpack(buffer, position)
@@ -877,29 +818,30 @@ class MessageStream:
             stop = position + 4 + size
             if stop > end:
                 break
-            if frame_type == FRAME_MESSAGE:
+            if frame_type == FRAME_TYPE_MESSAGE:
                 # The data starts at +8: timestamp (8), attempts (2), the ID.
                 append(buffer[position + 18 : position + 34])
                 if expected >= 0 and size != expected:
                     bad += 1
                 if heads is not None:
-                    if size >= 4 + MESSAGE_HEADER_SIZE + 8:
+                    if size >= 4 + MESSAGE_HEADER_LENGTH + 8:
                         heads.append(unpack_head(buffer, position + 34)[0])
                     else:
                         bad += 1
-            elif frame_type == FRAME_RESPONSE:
-                if buffer[position + 8 : stop] == _HEARTBEAT:
+            elif frame_type == FRAME_TYPE_RESPONSE:
+                if buffer[position + 8 : stop] == HEARTBEAT:
                     nops += 1
             else:
                 raise ProtocolError(
-                    "nsqd sent an error: %r" % (bytes(buffer[position + 8 : stop][:200]),)
+                    "nsqd sent %s" % (describe_frame(frame_type, bytes(buffer[position + 8 : stop])),)
                 )
             position = stop
         if position == end:  # all parsed: the next recv starts at 0
             position = self._end = 0
         self._start = position
         self.bad_size += bad
-        reply = b"NOP\n" * nops
+        reply = nop() * nops
         if ids:
-            reply += b"FIN " + b"\nFIN ".join(ids) + b"\n"
+            # fin() for each ID, joined in one go.
+            reply += _FIN_HEAD + (b"\n" + _FIN_HEAD).join(ids) + b"\n"
         return len(ids), reply

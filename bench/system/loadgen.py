@@ -13,7 +13,7 @@ it connects and prepares its commands, reports that it is ready, waits for
 the start, runs, and sends back what it counted. The start is one
 :class:`multiprocessing.Event`; the parent times the run.
 
-Standard library only, like ``harness``.
+No Twisted, like ``harness``.
 """
 
 from __future__ import annotations

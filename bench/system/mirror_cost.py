@@ -55,10 +55,9 @@ from bench.system.harness import (  # noqa: E402
     V2Connection,
     create_channel,
     free_ports,
-    mpub_command,
     nsqd_command,
-    pub_command,
 )
+from txnsq.protocol.v2_client import mpub, pub  # noqa: E402
 
 
 def stats(http_port: int) -> Dict[str, Any]:
@@ -122,7 +121,7 @@ def wait_acked(http_port: int, within: float = 30.0) -> None:
 def publish_pub(address: Tuple[str, int], topic: bytes, count: int, size: int, window: int) -> float:
     """Messages per second of pipelined PUBs."""
     body = b"x" * size
-    command = pub_command(topic, body)
+    command = pub(topic, body)
     with V2Connection(address) as conn:
         start = time.monotonic()
         left = count
@@ -137,7 +136,7 @@ def publish_pub(address: Tuple[str, int], topic: bytes, count: int, size: int, w
 
 def publish_mpub(address: Tuple[str, int], topic: bytes, count: int, size: int, batch: int) -> float:
     """Messages per second of MPUBs of ``batch`` messages."""
-    command = mpub_command(topic, [b"x" * size] * batch)
+    command = mpub(topic, [b"x" * size] * batch)
     with V2Connection(address) as conn:
         start = time.monotonic()
         for _ in range(count // batch):
@@ -150,7 +149,7 @@ def publish_mpub_pipelined(
     address: Tuple[str, int], topic: bytes, count: int, size: int, batch: int, window: int
 ) -> float:
     """Messages per second of MPUBs of ``batch`` messages, ``window`` outstanding at a time."""
-    command = mpub_command(topic, [b"x" * size] * batch)
+    command = mpub(topic, [b"x" * size] * batch)
     with V2Connection(address) as conn:
         start = time.monotonic()
         left = count // batch

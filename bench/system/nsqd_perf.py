@@ -22,18 +22,16 @@ Run by hand; not part of the test suite::
     python bench/system/nsqd_perf.py --scenarios 'consumers-*,idle-connections'
     python bench/system/nsqd_perf.py --nsqd '/usr/local/bin/nsqd' --scenarios '*-disk,consumers-*'
 
-Standard library only (see ``harness``).
+No Twisted: the standard library and txnsq's sans-IO codec (see ``harness``).
 """
 
 from __future__ import annotations
 
 import argparse
 import fnmatch
-import json
 import os
 import platform
 import re
-import struct
 import sys
 import tempfile
 import time
@@ -53,8 +51,8 @@ from bench.system.harness import (  # noqa: E402
     V2Connection,
     create_channel,
     nsqd_command,
-    pub_command,
 )
+from txnsq.protocol.v2_client import OK, identify, pub  # noqa: E402
 
 TOPIC = "perf"
 CHANNEL = "ch"
@@ -74,7 +72,6 @@ SETTLE_SECONDS = 1.0
 #: nsqd's output lines worth reporting.
 _TROUBLE = re.compile(r"^.*(?:ERROR|FATAL|Traceback|Unhandled).*$", re.MULTILINE)
 
-_U32 = struct.Struct(">I")
 _MIB = 1024 * 1024
 
 
@@ -343,12 +340,6 @@ def _check_flow(result: Result, write: WriteResult, read: ReadResult, drain: boo
         result.check = "ok" if drain else "{:,} left".format(write.count - read.count)
 
 
-def _identify_command() -> bytes:
-    body = json.dumps({"client_id": "idle", "hostname": "idle",
-                       "user_agent": "nsqd_perf.py"}).encode("utf-8")
-    return b"IDENTIFY\n" + _U32.pack(len(body)) + body
-
-
 def run_idle(scenario: Scenario, settings: Settings, wanted: int) -> Result:
     """
     The idle-connections scenario: fresh nsqd; open ``scenario.consumers``
@@ -370,16 +361,16 @@ def run_idle(scenario: Scenario, settings: Settings, wanted: int) -> Result:
             address = child.tcp_address
             time.sleep(SETTLE_SECONDS)
             result.rss_before = process_rss_bytes(child.pid)
-            identify = _identify_command()
+            command = identify({"client_id": "idle", "hostname": "idle", "user_agent": "nsqd_perf.py"})
             started = time.monotonic()
             while len(connections) < count:
                 batch = [V2Connection(address)
                          for _ in range(min(CONNECT_BATCH, count - len(connections)))]
                 connections.extend(batch)
                 for connection in batch:
-                    connection.send(identify)
+                    connection.send(command)
                 for connection in batch:
-                    connection.expect(b"OK")
+                    connection.expect(OK)
             seconds = time.monotonic() - started
             result.connections = len(connections)
             _progress("%s: %d connections identified in %.2f s"
@@ -387,8 +378,8 @@ def run_idle(scenario: Scenario, settings: Settings, wanted: int) -> Result:
             time.sleep(SETTLE_SECONDS)
             result.rss_peak = process_rss_bytes(child.pid)
             with V2Connection(address) as publisher:
-                publisher.send(pub_command(TOPIC.encode("ascii"), b"still serving"))
-                publisher.expect(b"OK")
+                publisher.send(pub(TOPIC, b"still serving"))
+                publisher.expect(OK)
             for connection in connections:
                 connection.close()
             connections = []

@@ -27,7 +27,7 @@ imports that took longest, counting what they imported, are printed
 (PyPy has no such report). ``--env NAME=VALUE`` sets an environment
 variable for the children (``PYPY_GC_NURSERY``, ``PYPY_GC_MAX``, …).
 
-Standard library only (see ``harness``).
+No Twisted: the standard library and txnsq's sans-IO codec (see ``harness``).
 """
 
 from __future__ import annotations

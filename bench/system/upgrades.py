@@ -27,8 +27,8 @@ Run by hand; not part of the test suite::
     python bench/system/upgrades.py
     python bench/system/upgrades.py --modes plain,snappy,tls+snappy --count 200000
 
-Standard library (see ``harness``), plus python-snappy (a txnsq
-dependency) for the snappy modes. The certificate comes from the
+The client is the harness's (txnsq's codec: the handshake machine, and
+nsqd's own snappy and deflate codecs). The certificate comes from the
 ``openssl`` command, else from the ``cryptography`` package.
 """
 
@@ -52,20 +52,18 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspa
 from bench.common.process import process_cpu_seconds  # noqa: E402  (needs the path above)
 from bench.common.report import progress, table  # noqa: E402
 from bench.system.harness import (  # noqa: E402
-    FRAME_ERROR,
-    FRAME_MESSAGE,
-    MESSAGE_HEADER_SIZE,
     BenchError,
-    Codec,
     NSQDChild,
     NSQDError,
     NSQDStartError,
     V2Connection,
     create_channel,
-    deflate_codec,
-    mpub_command,
+    describe_frame,
     nsqd_command,
 )
+from txnsq.protocol.frames import FRAME_TYPE_ERROR, FRAME_TYPE_MESSAGE  # noqa: E402
+from txnsq.protocol.message import MESSAGE_HEADER_LENGTH  # noqa: E402
+from txnsq.protocol.v2_client import OK, fin, mpub, rdy, sub  # noqa: E402
 
 TOPIC = b"bench_upgrades"
 CHANNEL = b"bench"
@@ -329,50 +327,33 @@ def make_certificate(directory: str) -> Tuple[str, str]:
     return cert, key
 
 
-def snappy_codec() -> Codec:
+def connect(address: Tuple[str, int], mode: Mode, context: ssl.SSLContext, heartbeats: bool) -> V2Connection:
     """
-    NSQ's snappy stream: the snappy *framing* format (stream identifier,
-    then CRC-checked chunks), as python-snappy's ``StreamCompressor`` and
-    ``StreamDecompressor`` write and read it.
-
-    :raises BenchError: python-snappy is not installed.
-    """
-    try:
-        import snappy
-    except ImportError:
-        raise BenchError("the snappy modes need python-snappy (pip install python-snappy)")
-    return snappy.StreamCompressor().add_chunk, snappy.StreamDecompressor().decompress
-
-
-def upgrade(connection: V2Connection, mode: Mode, context: ssl.SSLContext,
-            heartbeats: bool) -> None:
-    """
-    IDENTIFY with the mode's features and take the upgrades nsqd agreed to,
-    in NSQ's order: TLS, then compression, each confirmed by an ``OK``.
+    A connection that sent IDENTIFY with the mode's features and took the
+    upgrades nsqd agreed to, in NSQ's order (TLS, then compression, each
+    confirmed by an ``OK``: :class:`~txnsq.protocol.handshake.ClientHandshake`).
 
     :raises BenchError: nsqd declined an upgrade the mode asked for.
     :raises ProtocolError: nsqd broke the sequence (an error frame, or a
         missing or garbled ``OK``).
     """
-    reply = connection.identify(mode.features(heartbeats))
-    for feature, wanted in (("tls_v1", mode.tls), ("snappy", mode.snappy),
-                            ("deflate", mode.deflate_level > 0)):
-        if bool(reply.get(feature)) != wanted:
-            raise BenchError("IDENTIFY asked %s=%s, nsqd replied %s=%r (reply: %r)"
-                             % (feature, wanted, feature, reply.get(feature), reply))
-    if reply.get("tls_v1"):
-        connection.start_tls(context, "127.0.0.1")
-        # The compressed stream may follow in the same TLS record.
-        connection.expect_alone(b"OK")
-    if reply.get("snappy"):
-        connection.set_codec(snappy_codec())
-        connection.expect(b"OK")
-    elif reply.get("deflate"):
-        level = int(reply.get("deflate_level") or mode.deflate_level)
-        if level != mode.deflate_level:
-            raise BenchError("asked deflate level %d, nsqd chose %d" % (mode.deflate_level, level))
-        connection.set_codec(deflate_codec(level))
-        connection.expect(b"OK")
+    connection = V2Connection(address, features=mode.features(heartbeats), tls=context,
+                              server_hostname="127.0.0.1")
+    try:
+        reply = connection.identify_response
+        for feature, wanted in (("tls_v1", mode.tls), ("snappy", mode.snappy),
+                                ("deflate", mode.deflate_level > 0)):
+            if bool(reply.get(feature)) != wanted:
+                raise BenchError("IDENTIFY asked %s=%s, nsqd replied %s=%r (reply: %r)"
+                                 % (feature, wanted, feature, reply.get(feature), reply))
+        if reply.get("deflate"):
+            level = int(reply.get("deflate_level") or mode.deflate_level)
+            if level != mode.deflate_level:
+                raise BenchError("asked deflate level %d, nsqd chose %d" % (mode.deflate_level, level))
+    except BaseException:
+        connection.close()
+        raise
+    return connection
 
 
 def _cpu(child: NSQDChild) -> Optional[float]:
@@ -397,10 +378,9 @@ def publish(config: RunConfig, child: NSQDChild, bodies: Sequence[bytes],
     :raises ProtocolError: nsqd refused one.
     """
     batch = config.batch
-    commands = [mpub_command(TOPIC, bodies[start:start + batch])
+    commands = [mpub(TOPIC, bodies[start:start + batch])
                 for start in range(0, len(bodies), batch)]
-    with V2Connection(child.tcp_address) as connection:
-        upgrade(connection, config.mode, context, heartbeats=False)
+    with connect(child.tcp_address, config.mode, context, heartbeats=False) as connection:
         encoded = [connection.encode(command) for command in commands]
         del commands
         send = connection.send_encoded
@@ -411,7 +391,7 @@ def publish(config: RunConfig, child: NSQDChild, bodies: Sequence[bytes],
         start = time.perf_counter()
         for command in encoded:
             send(command)
-            expect(b"OK")
+            expect(OK)
         seconds = time.perf_counter() - start
         phase = Phase(seconds, connection.bytes_sent - sent, _delta(_cpu(child), cpu),
                       time.process_time() - client_cpu)
@@ -432,18 +412,17 @@ def consume(config: RunConfig, child: NSQDChild, bodies: Sequence[bytes],
     count = config.count
     seen = bytearray(count)
     intact = duplicates = corrupt = 0
-    header = MESSAGE_HEADER_SIZE
+    header = MESSAGE_HEADER_LENGTH
     seq_start = header + len(_SEQ_PREFIX)
     seq_stop = header + _SEQ_END
-    with V2Connection(child.tcp_address) as connection:
-        upgrade(connection, config.mode, context, heartbeats=True)
-        connection.send(b"SUB " + TOPIC + b" " + CHANNEL + b"\n")
-        connection.expect(b"OK")
+    with connect(child.tcp_address, config.mode, context, heartbeats=True) as connection:
+        connection.send(sub(TOPIC, CHANNEL))
+        connection.expect(OK)
         received = connection.bytes_received
         cpu = _cpu(child)
         client_cpu = time.process_time()
         start = time.perf_counter()
-        connection.send(b"RDY %d\n" % (config.rdy,))
+        connection.send(rdy(config.rdy))
         while intact + corrupt < count:
             try:
                 frames = connection.frames(time.monotonic() + config.timeout)
@@ -454,8 +433,8 @@ def consume(config: RunConfig, child: NSQDChild, bodies: Sequence[bytes],
                 )
             fins = []
             for frame_type, data in frames:
-                if frame_type == FRAME_MESSAGE:
-                    fins.append(b"FIN " + data[10:header] + b"\n")
+                if frame_type == FRAME_TYPE_MESSAGE:
+                    fins.append(fin(data[10:header]))
                     digits = data[seq_start:seq_stop]
                     sequence = int(digits) if digits.isdigit() else count
                     if sequence >= count or data[header:] != bodies[sequence]:
@@ -465,8 +444,8 @@ def consume(config: RunConfig, child: NSQDChild, bodies: Sequence[bytes],
                     else:
                         seen[sequence] = 1
                         intact += 1
-                elif frame_type == FRAME_ERROR:
-                    raise BenchError("nsqd sent an error while consuming: %r" % (data,))
+                elif frame_type == FRAME_TYPE_ERROR:
+                    raise BenchError("nsqd sent an %s while consuming" % (describe_frame(frame_type, data),))
             if fins:
                 connection.send(b"".join(fins))
         seconds = time.perf_counter() - start
