@@ -126,7 +126,7 @@ setup(
         "test": ["mypy>=1.5", "mypy-zope>=1.0", "prometheus_client>=0.17", "hypothesis>=6.0"],
         # ISA-L's CRC32 for the retained log's record checksums.
         "speedups": ["isal>=1.0"],
-        # bench/cost_curves.py --plot draws its curves with matplotlib.
+        # bench/micro/cost_curves.py --plot draws its curves with matplotlib.
         "bench": ["matplotlib>=3.5"],
         # Spark 4's Python Data Source API moves rows through Arrow (and pandas).
         "spark": ["pyspark>=4.0", "pyarrow>=11.0", "pandas>=2.0,<3"],

@@ -2,7 +2,7 @@
 """
 The fault suite's machinery, shared by its CI-scale tests
 (``tests/integration/test_faults.py``) and the full-scale soak
-(``bench/soak.py``).
+(``bench/system/soak.py``).
 
 - :class:`NSQDRunner` runs nsqd on one data directory and two fixed ports,
   so that it can be signalled and started again where the clients expect it.
@@ -43,7 +43,7 @@ from twisted.internet.endpoints import TCP4ClientEndpoint
 from twisted.internet.protocol import Factory, Protocol
 from twisted.python.failure import Failure
 
-from bench.nsqd_harness import process_rss_bytes, raise_open_files_limit
+from bench.common.process import process_rss_bytes, raise_open_files_limit
 from tests.integration.nsq_client import NSQClient, connect
 from tests.integration.nsqd_process import ExitStatus, NSQDProcess, free_port
 from txnsq.protocol.frames import (

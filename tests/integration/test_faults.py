@@ -3,7 +3,7 @@ The fault suite at CI scale: nsqd under load stopped with SIGTERM and
 SIGKILL and started again, a connection storm, a corrupt segment in the
 middle of a disk queue, and a fuzz run with a control client.  The same
 machinery (:mod:`tests.integration.faults`) runs at full scale in
-``bench/soak.py``; docs/reliability.md has its figures.
+``bench/system/soak.py``; docs/reliability.md has its figures.
 """
 
 from __future__ import annotations
