@@ -198,7 +198,7 @@ class NSQConnection(ConnectionCommands, ConnectionClosing, Protocol):
                 return
             # The FINs for a read's messages go out in one write: a write
             # each cost more than the rest of the client's work per message
-            # (bench/consumer.py).
+            # (bench/system/consumer.py).
             self._batch = []
             try:
                 self._received(data)

@@ -428,7 +428,7 @@ class Channel:
         # One FIN per message delivered: _take, _unschedule and _freed are
         # inlined here, and a held channel (a read's run of FINs) is not
         # asked to pump once per FIN.  Counted by callgrind (wall time is
-        # too noisy here): bench/hot_path.py --gc-freeze --count 40000 went
+        # too noisy here): bench/micro/hot_path.py --gc-freeze --count 40000 went
         # from 5.13 to 5.02 billion instructions, ~2,900 fewer per message.
         in_flight = self._in_flight
         entry = in_flight.get(msg_id)

@@ -452,7 +452,7 @@ def freeze_startup_objects() -> None:
     in-flight bookkeeping of a busy channel triggers every few thousand
     messages, then walk only what came later.  Done by the nsqd process
     (console script, twistd), never by a library user's embedding: best of
-    five runs of ``bench/hot_path.py --count 100000``, 8.4 -> 6.0 µs of
+    five runs of ``bench/micro/hot_path.py --count 100000``, 8.4 -> 6.0 µs of
     CPU per message drained.  PyPy's collector has no such pass, nor
     ``gc.freeze``.
     """
