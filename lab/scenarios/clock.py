@@ -325,27 +325,22 @@ class RetentionSkew(Scenario):
         raise LabError("no retained topic 'kept' in n1's /stats")
 
 
+# Also run while developing, left out of the registry to keep `run all
+# --quick` short: n1 -30 s then back (passed 4 of 4: the load keeps it
+# heard), n1 at x0.7 (4 of 4), DPUBs while the standby steps +30 s (4
+# of 4, none early with a bound of 0).
 register(ClockQueue(
     "queue-clock-skew", "n1 (the producers' primary) steps +30 s under load, and back 6 s later",
     ["clock:skew"], skew(0, 30.0), prepare=fake_clocks(["n1"])))
-register(ClockQueue(
-    "queue-clock-skew-back", "n1 (the producers' primary) steps -30 s under load, and forward 6 s later",
-    ["clock:skew"], skew(0, -30.0), prepare=fake_clocks(["n1"])))
 register(ClockQueue(
     "queue-clock-skew-standby", "n2 (a standby) steps +30 s under load, and back 6 s later",
     ["clock:skew"], skew(1, 30.0), prepare=fake_clocks(["n2"])))
 register(ClockQueue(
     "queue-clock-fast", "n2 (a standby) runs at x1.5 under load for 6 s, then is stepped back",
     ["clock:rate"], rate(1, 1.5), prepare=fake_clocks(["n2"], fake_monotonic=True)))
-register(ClockQueue(
-    "queue-clock-slow", "n1 (the primary) runs at x0.7 under load for 6 s, then is stepped forward",
-    ["clock:rate"], rate(0, 0.7), prepare=fake_clocks(["n1"], fake_monotonic=True)))
 register(TimedQueue(
     "deferred-clock-skew", "DPUBs of 1-8 s to n1 while n1 steps +5 s for 6 s: none early past 5 s, none lost",
     "deferred", 0, 5.0))
-register(TimedQueue(
-    "deferred-clock-skew-standby", "DPUBs of 1-8 s while the standby n2 steps +30 s: none early, none lost",
-    "deferred", 1, 30.0))
 register(TimedQueue(
     "timeout-clock-skew", "1 in 10 messages left unanswered (msg-timeout 3 s) while n1 steps +2 s",
     "timeout", 0, 2.0))
