@@ -1,5 +1,6 @@
 """
-What a lab run made -- namespaces, processes, mounts, directories -- kept
+What a lab run made -- namespaces, processes, mounts, directories,
+files outside the run's folder -- kept
 in a file as it is made, so that teardown (also after a failure, Ctrl-C
 or a crash of the lab itself: ``python -m lab clean``) removes all of it.
 """
@@ -12,7 +13,7 @@ import shutil
 import signal
 import subprocess
 import time
-from typing import Dict, List
+from typing import Dict, List, Sequence
 
 __all__ = ["Ledger", "LEDGER_DIR", "NAMESPACE_PREFIX", "sweep"]
 
@@ -41,6 +42,7 @@ class Ledger:
         self.namespaces: List[str] = []
         self.mounts: List[str] = []
         self.directories: List[str] = []
+        self.files: List[str] = []
         self.pids: Dict[int, str] = {}
         os.makedirs(LEDGER_DIR, exist_ok=True)
         self._save()
@@ -51,6 +53,7 @@ class Ledger:
             "namespaces": self.namespaces,
             "mounts": self.mounts,
             "directories": self.directories,
+            "files": self.files,
             "pids": {str(pid): name for pid, name in self.pids.items()},
         }
         tmp = self.path + ".tmp"
@@ -79,6 +82,12 @@ class Ledger:
         self.directories.append(path)
         self._save()
 
+    def file(self, path: str) -> None:
+        """A file outside the run's folder may be made (``/dev/shm`` leftovers): removed if there."""
+        if path not in self.files:
+            self.files.append(path)
+            self._save()
+
     def process(self, pid: int, name: str) -> None:
         """A process was started."""
         self.pids[pid] = name
@@ -93,7 +102,7 @@ class Ledger:
         if keep:
             return ["python -m lab clean %s" % (self.run_id,)]
         problems = _remove(
-            self.namespaces, self.mounts, self.directories, list(self.pids)
+            self.namespaces, self.mounts, self.directories, list(self.pids), self.files
         )
         if not problems:
             try:
@@ -130,7 +139,11 @@ def _namespace_pids(namespace: str) -> List[int]:
 
 
 def _remove(
-    namespaces: List[str], mounts: List[str], directories: List[str], pids: List[int]
+    namespaces: List[str],
+    mounts: List[str],
+    directories: List[str],
+    pids: List[int],
+    files: Sequence[str] = (),
 ) -> List[str]:
     problems: List[str] = []
     # Processes first: a namespace deleted under them keeps them alive.
@@ -151,6 +164,13 @@ def _remove(
         shutil.rmtree(path, ignore_errors=True)
         if os.path.exists(path):
             problems.append("could not remove %s" % (path,))
+    for path in files:
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
+        except OSError as e:
+            problems.append("could not remove %s: %s" % (path, e))
     return problems
 
 
@@ -191,6 +211,7 @@ def sweep(run_id: str = "") -> List[str]:
                 state.get("mounts", []),
                 state.get("directories", []),
                 [int(p) for p in state.get("pids", {})],
+                state.get("files", []),
             )
             problems.extend(left)
             if not left:

@@ -62,11 +62,13 @@ class QueueWorkload:
                 if status != 200:
                     raise LabError("%s on %s: %s %s" % (path, node.name, status, text[:200]))
 
-    def start_consumers(self, channels: Optional[List[str]] = None) -> None:
+    def start_consumers(self, channels: Optional[List[str]] = None, extra: Optional[List[str]] = None) -> None:
         """
         One consumer process per channel (of ``channels``, default all),
         through both nsqlookupds.  A channel whose consumer starts late
         holds a backlog on the nsqds through the faults.
+
+        :param extra: more arguments for :mod:`lab.workers.consumer`.
         """
         for channel in channels if channels is not None else self.channels:
             index = self.channels.index(channel)
@@ -79,6 +81,7 @@ class QueueWorkload:
                     "--out", os.path.join(self.history_dir, name + ".jsonl"),
                     "--process", name,
                     "--stop-file", self.stop_file,
+                    *(extra or []),
                 ])
             )
 
@@ -91,8 +94,9 @@ class QueueWorkload:
         batch: int = 1,
         nodes: Optional[List[NsqdNode]] = None,
         timeout: float = 4.0,
+        extra: Optional[List[str]] = None,
     ) -> LabProcess:
-        """A numbering producer (see :mod:`lab.workers.producer`)."""
+        """A numbering producer (see :mod:`lab.workers.producer`; ``extra``: more of its arguments)."""
         targets = nodes if nodes is not None else self.nodes
         process = self.world.start_worker(self.client, name, "producer", [
             "--nodes", ",".join(n.tcp for n in targets),
@@ -104,6 +108,7 @@ class QueueWorkload:
             "--timeout", str(timeout),
             "--out", os.path.join(self.history_dir, name + ".jsonl"),
             "--process", name,
+            *(extra or []),
         ])
         self.producers.append(process)
         return process

@@ -13,7 +13,7 @@ import shutil
 import signal
 import sys
 import time
-from typing import Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 from lab.errors import LabError
 from lab.ledger import Ledger
@@ -47,6 +47,8 @@ class NsqdNode:
 
     :ivar name: ``n1``, ``n2``, ... (its host's name).
     :ivar env: extra environment for its next start (clock, power loss).
+    :ivar start_hooks: called with the node after each start, once its
+        process exists (a fake clock records its leftovers there).
     """
 
     def __init__(self, world: "World", host: Host, flags: List[str], data_path: str) -> None:
@@ -56,6 +58,7 @@ class NsqdNode:
         self.flags = flags
         self.data_path = data_path
         self.env: Dict[str, str] = {}
+        self.start_hooks: List[Callable[["NsqdNode"], None]] = []
         self.process: Optional[LabProcess] = None
         self.starts = 0
 
@@ -75,6 +78,8 @@ class NsqdNode:
         argv = [self.world.python, "-m", "txnsq.nsqd", *self.flags]
         self.process = self.world.launcher.start(self.host, "nsqd-" + self.name, argv, env=self.env)
         self.starts += 1
+        for hook in self.start_hooks:
+            hook(self)
         marker = "=== "
         # Wait for this start's lines: the log is appended to across restarts.
         start_at = self.process.log().rfind(marker)
@@ -183,10 +188,16 @@ class World:
         failover_timeout: float = 2.0,
         extra: Optional[List[str]] = None,
         metaq: bool = False,
+        route_via: Optional[Callable[[Host], str]] = None,
     ) -> List[NsqdNode]:
         """
         nsqd nodes on hosts ``names``, routed to each other when they
         mirror; registered with every nsqlookupd.  Not started yet.
+
+        :param route_via: ``route_via(host) -> "address:port"``: where
+            the peers dial ``host``'s route listener (a proxy in front of
+            it), also advertised by ``host`` so that gossip dials there
+            too; its own listener by default.
         """
         hosts = [self.host(n) for n in names]
         nodes = []
@@ -204,7 +215,8 @@ class World:
             if metaq:
                 flags.append("--metaq-address=%s:%d" % (host.address, METAQ_PORT))
             if mirror_topics:
-                peers = ["nats-route://%s:%d" % (h.address, ROUTE_PORT) for h in hosts if h is not host]
+                via = route_via or (lambda h: "%s:%d" % (h.address, ROUTE_PORT))
+                peers = ["nats-route://%s" % via(h) for h in hosts if h is not host]
                 flags += [
                     "--cluster-name=lab",
                     "--cluster-address=%s:%d" % (host.address, ROUTE_PORT),
@@ -214,6 +226,8 @@ class World:
                     "--mirror-ack=%s" % mirror_ack,
                     "--mirror-failover-timeout=%gs" % failover_timeout,
                 ]
+                if route_via is not None:
+                    flags.append("--cluster-advertise=%s" % route_via(host))
                 if min_standbys:
                     flags.append("--mirror-min-standbys=%d" % min_standbys)
             flags += extra or []

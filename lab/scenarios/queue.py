@@ -11,6 +11,7 @@ from typing import Any, Callable, List, Optional
 
 from lab.errors import LabError
 from lab.nemesis import HostLoss, Nemesis, Partition, ProcessFault
+from lab.net import Host
 from lab.queue_workload import QueueWorkload, failover_seconds
 from lab.scenarios import register
 from lab.scenarios.base import Scenario
@@ -28,6 +29,10 @@ CHANNELS = ["billing", "audit"]
 #: (or its own stop offset, when the tuple has three items).
 FaultPlan = Callable[[Any, List[NsqdNode]], List[tuple]]
 
+#: ``prepare(context, nodes)``: called once the nsqds are made and
+#: before they start (a fake clock is installed then, proxies started).
+Prepare = Callable[[Any, List[NsqdNode]], None]
+
 
 def start_queue_world(
     context: Any,
@@ -36,8 +41,13 @@ def start_queue_world(
     failover_timeout: float,
     mirror_ack: str = "sync",
     extra: Optional[List[str]] = None,
+    prepare: Optional[Prepare] = None,
+    route_via: Optional[Callable[[Host], str]] = None,
 ) -> List[NsqdNode]:
-    """Two nsqlookupds, nsqadmin, and mirroring nsqds on ``node_names``; all started."""
+    """
+    Two nsqlookupds, nsqadmin, and mirroring nsqds on ``node_names``; all
+    started (after ``prepare``; ``route_via`` as for ``World.add_nsqd``).
+    """
     world: World = context.world
     world.start_lookupd("l1")
     world.start_lookupd("l2")
@@ -50,7 +60,10 @@ def start_queue_world(
         min_standbys=min_standbys,
         failover_timeout=failover_timeout,
         extra=extra,
+        route_via=route_via,
     )
+    if prepare is not None:
+        prepare(context, nodes)
     for node in nodes:
         node.start()
     return nodes
@@ -91,6 +104,9 @@ class MirroredQueue(Scenario):
     :param expect_lost: ``None`` when 0 acknowledged messages may be lost
         (the guarantee); a number is not a bound but marks the scenario
         as one that documents a loss (N = 0 with host loss).
+    :param prepare: called before the nsqds start (see :data:`Prepare`).
+    :param route_via: where peers dial a host's route listener (see
+        ``World.add_nsqd``).
     """
 
     workload = "queue"
@@ -109,6 +125,8 @@ class MirroredQueue(Scenario):
         failover_timeout: float = 2.0,
         documents_loss: bool = False,
         extra: Optional[List[str]] = None,
+        prepare: Optional[Prepare] = None,
+        route_via: Optional[Callable[[Host], str]] = None,
     ) -> None:
         self.name = name
         self.summary = summary
@@ -122,12 +140,14 @@ class MirroredQueue(Scenario):
         self.failover_timeout = failover_timeout
         self.documents_loss = documents_loss
         self.extra = extra
+        self.prepare = prepare
+        self.route_via = route_via
 
     def run_round(self, context: Any, result: Any) -> None:
         world: World = context.world
         history = context.history
         nodes = start_queue_world(context, self.node_names, self.min_standbys, self.failover_timeout,
-                                  extra=self.extra)
+                                  extra=self.extra, prepare=self.prepare, route_via=self.route_via)
         workload = QueueWorkload(world, history.folder, world.host("c1"), nodes, TOPIC, CHANNELS)
         workload.create()
         wait_mirrored(world, nodes, TOPIC)

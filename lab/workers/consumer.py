@@ -4,6 +4,11 @@ nsqlookupd names (and any given directly), FINs every message and
 records each delivery (``recv``: the body's producer and number, the
 nsqd, the attempts).  It runs until ``--stop-file`` appears.
 
+``--hold-every N`` leaves the first delivery of every message whose
+number is a multiple of N unanswered (no FIN, REQ or TOUCH; recorded
+with ``held``), so nsqd times it out after its msg-timeout and delivers
+it again; later deliveries are FINed.
+
     python -m lab.workers.consumer --lookupd A:4161,B:4161 --topic t \\
         --channel c1 --out history.jsonl --stop-file stop
 """
@@ -36,6 +41,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--out", required=True)
     parser.add_argument("--process", default="c1")
     parser.add_argument("--stop-file", required=True)
+    parser.add_argument("--hold-every", type=int, default=0, help="leave 1 in N first deliveries unanswered")
     args = parser.parse_args(argv)
     history = HistoryWriter(args.out, args.process)
     channel = args.channel
@@ -47,6 +53,18 @@ def main(argv: Optional[List[str]] = None) -> int:
             value: object = int(number)
         except ValueError:
             value = body
+        if (
+            args.hold_every
+            and message.attempts == 1
+            and isinstance(value, int)
+            and value % args.hold_every == 0
+        ):
+            # Never answered: nsqd must time it out and deliver it again.
+            message.enable_async()
+            history.write(
+                "recv", "msg", value, message.nsqd_address, ch=channel, src=producer, a=1, held=1
+            )
+            return True
         history.write(
             "recv", "msg", value, message.nsqd_address, ch=channel, src=producer, a=message.attempts
         )

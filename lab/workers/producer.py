@@ -5,6 +5,10 @@ publish's invoke and its outcome: ``ok`` (nsqd answered OK), ``fail``
 (never sent: no connection) or ``info`` (unknown: an E_* answer, a lost
 connection or no answer within ``--timeout``).
 
+``--defer-ms MIN:MAX`` makes every publish a DPUB (``--batch 1``) with a
+delay drawn uniformly from MIN..MAX milliseconds (``--seed``), recorded
+in the invoke event as ``d`` (seconds).
+
 ``--mode pinned`` publishes to the first node only (what a producer that
 knows one nsqd does); ``failover`` moves to the next node when one fails
 and comes back round-robin; ``roundrobin`` sends each publish to the next
@@ -17,8 +21,9 @@ node, skipping for a second one that failed (so every nsqd holds a share).
 from __future__ import annotations
 
 import argparse
+import random
 import sys
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 from twisted.internet import reactor as _reactor
 from twisted.internet.defer import Deferred
@@ -74,6 +79,8 @@ class NumberingProducer:
         self.stopping = False
         self.done: Deferred = Deferred()
         self.loop = LoopingCall(self.tick)
+        self.defer_ms = _defer_range(args.defer_ms)
+        self.rng = random.Random(args.seed)
 
     def start(self) -> None:
         interval = self.args.batch / float(self.args.rate)
@@ -126,11 +133,17 @@ class NumberingProducer:
         node.outstanding[op] = numbers
         self.outstanding += 1
         name = self.args.process
-        self.history.write("invoke", "pub", numbers, node.address)
         bodies = [("%s:%d" % (name, n)).encode() for n in numbers]
-        if len(bodies) == 1:
+        if self.defer_ms is not None:
+            low, high = self.defer_ms
+            delay = round(self.rng.uniform(low, high)) / 1000.0
+            self.history.write("invoke", "pub", numbers, node.address, d=delay)
+            d = producer.deferred_publish(self.args.topic, delay, bodies[0])
+        elif len(bodies) == 1:
+            self.history.write("invoke", "pub", numbers, node.address)
             d = producer.publish(self.args.topic, bodies[0])
         else:
+            self.history.write("invoke", "pub", numbers, node.address)
             d = producer.multi_publish(self.args.topic, bodies)
         timer = reactor.callLater(self.args.timeout, self.timed_out, node, generation)  # type: ignore[attr-defined]
 
@@ -167,6 +180,14 @@ def _never_sent(error: Exception) -> bool:
     return str(error).startswith("no nsqd available")
 
 
+def _defer_range(text: str) -> Optional[Tuple[int, int]]:
+    """``MIN:MAX`` milliseconds (or one number), or None when empty."""
+    if not text:
+        return None
+    low, _, high = text.partition(":")
+    return int(low), int(high or low)
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[1] if __doc__ else None)
     parser.add_argument("--nodes", required=True, help="comma-separated nsqd TCP addresses")
@@ -178,9 +199,13 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--timeout", type=float, default=4.0, help="seconds before an answer is unknown")
     parser.add_argument("--mode", choices=("pinned", "failover", "roundrobin"), default="failover")
     parser.add_argument("--start", type=int, default=1)
+    parser.add_argument("--defer-ms", default="", help="MIN:MAX: DPUB with a delay drawn from this range")
+    parser.add_argument("--seed", type=int, default=1, help="seeds the delays")
     parser.add_argument("--out", required=True)
     parser.add_argument("--process", default="p1")
     args = parser.parse_args(argv)
+    if args.defer_ms and args.batch != 1:
+        parser.error("--defer-ms publishes one message at a time (--batch 1)")
     history = HistoryWriter(args.out, args.process)
     producer = NumberingProducer(args, history)
 
