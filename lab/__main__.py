@@ -30,7 +30,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     sub = parser.add_subparsers(dest="command")
     sub.add_parser("list", help="name every scenario")
     run = sub.add_parser("run", help="run a scenario, or all")
-    run.add_argument("name", help="a scenario's name, or all")
+    run.add_argument("name", nargs="+", help="scenario names, or all")
     run.add_argument("--rounds", type=int, default=None, help="rounds of each (default 1 quick, 3 otherwise)")
     run.add_argument("--quick", action="store_true", help="the short form CI runs")
     run.add_argument("--seed", type=int, default=1)
@@ -39,6 +39,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     run.add_argument("--no-pypy", action="store_true", help="all: skip the second pass on PyPy")
     run.add_argument("--out", default=None, help="folder for logs, data and histories (kept)")
     run.add_argument("--json", default=None, help="write the rounds' results here")
+    run.add_argument("--jobs", type=int, default=1, help="scenarios run side by side, each in a process of its own (all)")
     clean = sub.add_parser("clean", help="remove what earlier runs left")
     clean.add_argument("run_id", nargs="?", default="")
     args = parser.parse_args(argv)
@@ -74,12 +75,13 @@ def _dispatch(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         parser.print_help()
         return 2
     scenarios = all_scenarios()
-    if args.name == "all":
+    if args.name == ["all"]:
         chosen = scenarios
-    elif args.name in SCENARIOS:
-        chosen = [SCENARIOS[args.name]]
     else:
-        raise LabError("no scenario named %r (python -m lab list names them)" % (args.name,))
+        unknown = [n for n in args.name if n not in SCENARIOS]
+        if unknown:
+            raise LabError("no scenario named %r (python -m lab list names them)" % (unknown[0],))
+        chosen = [SCENARIOS[n] for n in args.name]
     if args.rounds is not None and args.rounds < 1:
         raise LabError("--rounds must be at least 1")
     from lab import preflight
@@ -90,12 +92,31 @@ def _dispatch(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     preflight.check()
     rounds = args.rounds or (1 if args.quick else 3)
     passes = [("CPython", args.python)]
-    pypy = None if args.no_pypy or args.name != "all" else _pypy(REPO)
+    pypy = None if args.no_pypy or args.quick or args.name != ["all"] else _pypy(REPO)
     if pypy:
         passes.append(("PyPy", pypy))
+    if args.jobs < 1:
+        raise LabError("--jobs must be at least 1")
     results = []
     for label, python in passes:
         print("== %s: nsqd on %s, %d round(s) each, seed %d" % (label, python, rounds, args.seed), flush=True)
+        if args.jobs > 1 and len(chosen) > 1:
+            from lab.parallel import run_parallel
+
+            child_args = ["--rounds", str(rounds), "--seed", str(args.seed), "--python", python, "--no-pypy"]
+            child_args += ["--quick"] if args.quick else []
+            child_args += ["--keep"] if args.keep else []
+            if args.out:
+                child_args += ["--out", args.out]
+            try:
+                passed = run_parallel([s.name for s in chosen], args.jobs, child_args,
+                                      echo=lambda line: print(line, flush=True))
+            except KeyboardInterrupt:
+                print("lab: interrupted", file=sys.stderr)
+                return 130
+            results.extend(passed)
+            print_table(passed, label)
+            continue
         runner = Runner(args.quick, args.seed, args.keep, python, out=args.out,
                         echo=lambda line: print(line, flush=True))
         results.extend(runner.run(chosen, rounds))
