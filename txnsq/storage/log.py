@@ -57,6 +57,7 @@ from txnsq.storage.log_format import (
     INDEX_ENTRY,
     RecordScan,
     Seal,
+    check_records,
     crc32,
     decode_index,
     encode_batch,
@@ -72,6 +73,7 @@ from txnsq.storage.log_retention import LogRetention
 from txnsq.storage.sync_worker import SyncWorker
 
 __all__ = [
+    "DamagedRecord",
     "OffsetOutOfRange",
     "PartitionLog",
     "PartitionStats",
@@ -120,6 +122,18 @@ class OffsetOutOfRange(LookupError):
         LookupError.__init__(self, "offset %d %s; nearest valid offset %d" % (offset, reason, nearest))
         self.offset = offset
         self.nearest = nearest
+
+
+class DamagedRecord(OffsetOutOfRange):
+    """
+    The record at ``offset`` fails its check (checksum, or a length that
+    does not fit where it is): it is not served, and ``nearest`` is the
+    next record's offset.  ``problem`` says what is wrong.
+    """
+
+    def __init__(self, offset: int, nearest: int, problem: str) -> None:
+        OffsetOutOfRange.__init__(self, offset, nearest, "holds a damaged record (%s)" % (problem,))
+        self.problem = problem
 
 
 class RecordTooLarge(ValueError):
@@ -223,6 +237,8 @@ class PartitionLog:
         self._segments: List[_Segment] = []
         self._bases: List[int] = []
         self._read_fds: Dict[int, int] = {}
+        #: Damaged records found by reads: offset -> where reads move.
+        self._damaged_records: Dict[int, int] = {}
         self._write_fd: Optional[int] = None
         self._index_fd: Optional[int] = None
         self._pending_index = bytearray()
@@ -559,8 +575,14 @@ class PartitionLog:
         wire layout), and the offset to read next.  At ``next_offset`` the
         slice is empty (nothing new yet).
 
-        :raises OffsetOutOfRange: no record starts at ``offset``; its
-            ``nearest`` is where to read instead.
+        Every record is checked (whole, checksum right) before it is
+        served: the slice ends before the first that fails, and a read that
+        starts at one raises :class:`DamagedRecord` (logged once per
+        offset), whose ``nearest`` is the record after it.
+
+        :raises OffsetOutOfRange: no record starts at ``offset``, or it is
+            damaged (:class:`DamagedRecord`); its ``nearest`` is where to
+            read instead.
         :raises RecordTooLarge: the first record does not fit in ``max_size``.
         """
         if max_size < 1:
@@ -592,7 +614,19 @@ class PartitionLog:
         walk = last - first if last > offset else at
         end = last_whole_end(data, walk, len(data))
         if end == at:
-            raise RecordTooLarge(offset, self._record_size(fd, segment, offset))
+            size = self._record_size(fd, segment, offset)
+            problem = self._damaged(fd, segment, offset, size)
+            if problem is None:
+                raise RecordTooLarge(offset, size)
+            self._skip_damaged(segment, offset, problem)
+        # No record that fails its checksum is served: the records are
+        # checked (in C) up to the first bad one, which is skipped by a
+        # move (MetaQ's 301) when a read starts at it.
+        good, problem = check_records(data, at, end)
+        if problem is not None:
+            if good == at:
+                self._skip_damaged(segment, offset, problem)
+            end = good
         if at == 0 and end == len(data):
             return data, first + end
         return data[at:end], first + end
@@ -618,7 +652,59 @@ class PartitionLog:
 
     def _record_size(self, fd: int, segment: _Segment, offset: int) -> int:
         header = os.pread(fd, HEADER_SIZE, offset - segment.base)
+        if len(header) < HEADER_SIZE:
+            return HEADER_SIZE
         return HEADER_SIZE + HEADER.unpack(header)[0]
+
+    def _next_known_start(self, segment: _Segment, offset: int) -> int:
+        """The first indexed record start after ``offset``, or the segment's end."""
+        positions = segment.positions
+        at = bisect.bisect_right(positions, offset)
+        return positions[at] if at < len(positions) else segment.end
+
+    def _damaged(self, fd: int, segment: _Segment, offset: int, size: int) -> Optional[str]:
+        """
+        What is wrong with the record at ``offset``, said to take ``size``
+        bytes (more than a read allowed), or ``None`` when it is whole and
+        its checksum right: it must end by the next indexed record.
+        """
+        if size < HEADER_SIZE or offset + size > self._next_known_start(segment, offset):
+            return "record cut short (data length %d)" % (size - HEADER_SIZE,)
+        record = os.pread(fd, size, offset - segment.base)
+        return check_records(record, 0, len(record))[1]
+
+    def _skip_damaged(self, segment: _Segment, offset: int, problem: str) -> None:
+        """
+        The record at ``offset`` fails its check: log it (once) and move
+        the read to the next record, found by its length when the records
+        from there lead exactly to the next indexed record (or the
+        segment's end), else to that indexed record.
+
+        :raises DamagedRecord: always.
+        """
+        following = self._damaged_records.get(offset)
+        if following is None:
+            following = known = self._next_known_start(segment, offset)
+            fd = self._read_fd(segment.base)
+            header = os.pread(fd, HEADER_SIZE, offset - segment.base)
+            if len(header) == HEADER_SIZE:
+                length = HEADER.unpack(header)[0]
+                candidate = offset + HEADER_SIZE + length
+                if 0 <= length and candidate < known:
+                    span = os.pread(fd, known - candidate, candidate - segment.base)
+                    if last_whole_end(span, 0, len(span)) == known - candidate:
+                        following = candidate
+            self._damaged_records[offset] = following
+            _log.error(
+                "LOG({name}) {problem} in the record at offset {offset} in {file}; "
+                "not served, reads there move to {next}",
+                name=self.name,
+                problem=problem,
+                offset=offset,
+                file=self._path(segment_file_name(segment.base)),
+                next=following,
+            )
+        raise DamagedRecord(offset, following, problem)
 
     def nearest_offset(self, offset: int) -> int:
         """
