@@ -5,6 +5,7 @@ Tests for the retained log (txnsq.storage.log) and its file format
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
 import struct
@@ -616,6 +617,29 @@ class SyncTests(LogTestCase):
         index_fd = log._index_fd
         log.close()
         self.assertEqual(synced, [segment_fd] * 4 + [index_fd])
+
+    def test_failed_sync_fails_the_append(self) -> None:
+        """
+        With sync_every=1 a failed fsync of the segment is a failed
+        append: OSError, logged, the record cut off, the log unchanged;
+        the next append (its fsync working) is stored where it would have been.
+        """
+        log = self.open(sync_every=1)
+        self.fill(log, 2)
+
+        def failing(fd: int) -> None:
+            raise OSError(errno.EIO, "Input/output error")
+
+        log.os_fsync = failing
+        with capturedLogs() as events:
+            self.assertRaises(OSError, log.append, msg_id(2), 0, body(2), 2000)
+            self.assertRaises(OSError, log.append_many, [(msg_id(3), 0, body(3))], 3000)
+        self.assertIn("failed to sync - [Errno 5] Input/output error", formatEvent(events[0]))
+        self.assertEqual(log.next_offset, 80)
+        self.assertEqual(len(self.read_file("00000000000000000000.log")), 80)
+        log.os_fsync = os.fsync
+        self.assertEqual(log.append(msg_id(4), 0, body(4), 4000), 80)
+        self.assertEqual([d for _, d in self.read_all(log)], [body(0), body(1), body(4)])
 
     def test_index_synced_at_roll(self) -> None:
         """A sealed segment's index is fsynced with it, whatever the periodic syncs left."""

@@ -13,7 +13,8 @@ Appends are written as they come, one ``write`` per call (a whole MPUB, or
 a run of PUBs read together, is one call), so a record is in the file when
 :meth:`PartitionLog.append` returns.  ``fsync`` of the segment follows the
 disk backend's policy: every ``sync_every`` records (inline with
-``sync_every=1``, so that an acknowledged publish is on disk; on the
+``sync_every=1``, so that an acknowledged publish is on disk: a failed
+``fsync`` then fails the append as a failed ``write`` does; on the
 :class:`SyncWorker` thread otherwise) and at most ``sync_timeout`` seconds
 after the first unsynced one.  The index is written at the same times
 and synced only when its segment is sealed, at close and by
@@ -400,13 +401,19 @@ class PartitionLog:
         fd = self._write_fd
         assert fd is not None
         write = self.os_write
+        doing = "write"
         try:
             with memoryview(batch) as view:
                 written = write(fd, view)
                 while written < len(view):
                     written += write(fd, view[written:])
+            if self._sync_every == 1:
+                # A failed sync is a failed write: the append fails (its
+                # publish is answered with the error) and is cut off.
+                doing = "sync"
+                self.os_fsync(fd)
         except OSError as error:
-            _log.error("LOG({name}) failed to write - {error}", name=self.name, error=error)
+            _log.error("LOG({name}) failed to {doing} - {error}", name=self.name, doing=doing, error=error)
             try:
                 os.ftruncate(fd, start)
                 os.lseek(fd, start, os.SEEK_SET)
@@ -417,9 +424,14 @@ class PartitionLog:
     # -- syncing -------------------------------------------------------------
 
     def _after_write(self, count: int) -> None:
+        if self._sync_every == 1:
+            # _write synced the segment; the index is synced when sealed.
+            if self._flush_index():
+                self._index_unsynced = True
+            return
         self._unsynced += count
         if 0 < self._sync_every <= self._unsynced:
-            self._sync(inline=self._sync_every == 1, index=False)
+            self._sync(inline=False, index=False)
         elif self._sync_call is None and not self._closed:
             self._sync_call = self._clock.callLater(self._sync_timeout, self._on_sync_timer)
 
