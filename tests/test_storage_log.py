@@ -432,6 +432,29 @@ class RecoveryTests(LogTestCase):
         self.assertEqual(again.nearest_offset(250), 400)
         self.assertEqual(again.next_offset, offsets[-1] + 40)
 
+    def test_flipped_id_in_sealed_segment_logged(self) -> None:
+        """
+        A message id byte flipped in a sealed segment passes the records'
+        checksums (data only) but not the seal's CRC32: logged as an error
+        at each open, not sealed again, and served with the other id.
+        """
+        log = self.open(segment_bytes=200)
+        self.fill(log, 12)
+        log.close()
+        segment = bytearray(self.read_file("00000000000000000000.log"))
+        segment[40 + 15] ^= 0x01  # record 1's id
+        self.write_file("00000000000000000000.log", bytes(segment))
+        index = self.read_file("00000000000000000000.index")
+        for attempt in range(2):
+            with capturedLogs() as events:
+                again = self.open(segment_bytes=200)
+            text = " ".join(formatEvent(event) for event in events)
+            self.assertIn("fails its seal's CRC32 though every record passes its checksum", text)
+            self.assertEqual(self.read_file("00000000000000000000.index"), index)
+            records = list(iter_records(again.read(0, 1000)[0]))
+            self.assertEqual((records[1].msg_id, records[1].data), (msg_id(1 ^ 1), body(1)))
+            again.close()
+
     def test_first_segment_damaged(self) -> None:
         """A damaged first segment moves the first offset to the next segment."""
         log = self.open(segment_bytes=200)

@@ -29,7 +29,10 @@ kept as ``BASE.log.POS.bad``); every other segment is checked against the
 CRC32 in its seal (one pass at C speed) or, without a matching seal,
 record by record, and a damaged one is set aside as ``.bad``, like the
 disk backend's files; reads of its offsets are answered with the next
-segment's base offset.
+segment's base offset.  A sealed segment whose records all pass their
+checksums but not the seal's CRC32 (which covers whole records: an
+altered message id or flag) is logged as an error at each start, and
+served.
 
 Retention (:class:`TopicLog`, or a single :class:`PartitionLog`) deletes
 whole segments, oldest first: by total bytes, keeping at least
@@ -862,6 +865,19 @@ class PartitionLog:
         entries = _rebuilt_entries(entries, scan, segment.newest)
         segment.crc = crc32(data)
         self._fill_index(segment, entries)
+        if seal is not None and seal.size == size:
+            # The seal (its index checksum right) covers whole records, the
+            # records' checksums their data only: bytes of a header's
+            # message id or flag were altered.  Served as they are, and
+            # not sealed again, so each start says so until it is dealt with.
+            _log.error(
+                "LOG({name}) {file} fails its seal's CRC32 though every record passes its "
+                "checksum: a message id or flag was altered (not covered by the records' "
+                "checksums); its records are served as they are",
+                name=self.name,
+                file=path,
+            )
+            return segment
         index = b"".join(INDEX_ENTRY.pack(pos, stamp) for pos, stamp in entries)
         index += encode_seal(Seal(segment.newest, size, segment.crc), crc32(index))
         write_file_atomically(self._path(index_file_name(base)), index)
