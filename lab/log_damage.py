@@ -154,11 +154,14 @@ def do_damage(context: Any, node: NsqdNode, topic: str, records: Dict[int, List[
     if damage.how == "id":
         # The checksum covers the data only (MetaQ's record layout): the
         # record is served with the other id.  A sealed segment's CRC no
-        # longer matches, so recovery checks it record by record, which
-        # passes, and seals it again.
+        # longer matches while every record passes its checksum, so
+        # recovery logs the alteration as an error and serves the
+        # records as they are (docs/storage.md, Recovery).
         expect.declare("altered", p, offset, offset + size, what)
         if damage.which == "sealed":
-            expect.log_lines.append(r"%s had no matching seal; checked" % re.escape(name))
+            expect.log_lines.append(
+                r"%s fails its seal's CRC32 though every record passes its checksum" % re.escape(name)
+            )
     elif damage.which == "sealed":
         # A sealed segment that fails is set aside whole; reads skip it.
         expect.declare("cut", p, segment.base, segment.end, what)

@@ -154,6 +154,25 @@ class PutAndGetTests(LogBackendCase):
         self.assertEqual(self.client.one(b"get orders g 0 999 1000 6\r\n"), result(301, b"46", 6))
         self.assertEqual(self.client.one(b"get orders g 0 -5 1000 7\r\n"), result(301, b"0", 7))
 
+    def test_get_never_serves_a_damaged_record(self) -> None:
+        """
+        A record byte flipped in the segment file while the listener runs:
+        get serves the records before it, a get at it is 301 to the next
+        record, and the reader's parser accepts every reply.
+        """
+        for number in range(4):
+            self.put("orders", 0, HUNDRED)
+        partition = self.backend.logs["orders"].partitions[0]
+        path = "%s/%020d.log" % (partition.directory, 0)
+        with open(path, "r+b") as segment:
+            segment.seek(120 + 20 + 50)
+            segment.write(b"y")
+        reply = self.client.one(GetRequest("orders", "g", 0, 0, 10000, 9).encode())
+        self.assertEqual([r.msg_id for r in reply.records()], [1])
+        self.assertEqual(self.client.one(GetRequest("orders", "g", 0, 120, 10000, 10).encode()), result(301, b"240", 10))
+        reply = self.client.one(GetRequest("orders", "g", 0, 240, 10000, 11).encode())
+        self.assertEqual([r.msg_id for r in reply.records()], [3, 4])
+
     def test_get_no_such_topic_or_partition(self) -> None:
         """get on an unknown topic or partition is 404 ... is not exists."""
         self.put("orders", 0, b"abc")

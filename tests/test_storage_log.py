@@ -5,6 +5,7 @@ Tests for the retained log (txnsq.storage.log) and its file format
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
 import struct
@@ -20,7 +21,7 @@ from twisted.trial.unittest import SynchronousTestCase
 from txnsq.storage import log as log_module
 from txnsq.storage.diskqueue_format import DiskFormatError
 from txnsq.files import write_file_atomically
-from txnsq.storage.log import OffsetOutOfRange, PartitionLog, RecordTooLarge
+from txnsq.storage.log import DamagedRecord, OffsetOutOfRange, PartitionLog, RecordTooLarge
 from txnsq.storage.topic_log import TopicLog
 from txnsq.storage.log_format import (
     ATTRIBUTE_FLAG,
@@ -431,6 +432,29 @@ class RecoveryTests(LogTestCase):
         self.assertEqual(again.nearest_offset(250), 400)
         self.assertEqual(again.next_offset, offsets[-1] + 40)
 
+    def test_flipped_id_in_sealed_segment_logged(self) -> None:
+        """
+        A message id byte flipped in a sealed segment passes the records'
+        checksums (data only) but not the seal's CRC32: logged as an error
+        at each open, not sealed again, and served with the other id.
+        """
+        log = self.open(segment_bytes=200)
+        self.fill(log, 12)
+        log.close()
+        segment = bytearray(self.read_file("00000000000000000000.log"))
+        segment[40 + 15] ^= 0x01  # record 1's id
+        self.write_file("00000000000000000000.log", bytes(segment))
+        index = self.read_file("00000000000000000000.index")
+        for attempt in range(2):
+            with capturedLogs() as events:
+                again = self.open(segment_bytes=200)
+            text = " ".join(formatEvent(event) for event in events)
+            self.assertIn("fails its seal's CRC32 though every record passes its checksum", text)
+            self.assertEqual(self.read_file("00000000000000000000.index"), index)
+            records = list(iter_records(again.read(0, 1000)[0]))
+            self.assertEqual((records[1].msg_id, records[1].data), (msg_id(1 ^ 1), body(1)))
+            again.close()
+
     def test_first_segment_damaged(self) -> None:
         """A damaged first segment moves the first offset to the next segment."""
         log = self.open(segment_bytes=200)
@@ -494,6 +518,96 @@ class RecoveryTests(LogTestCase):
         self.assertEqual(scanned, [80])  # the last segment only
 
 
+class ReadCheckTests(LogTestCase):
+    """Reads check every record they serve: a record damaged while the log is open is never served."""
+
+    def flip(self, filename: str, position: int, mask: int = 0x10) -> None:
+        """Flip bits of one byte of a file, in place (the open log's fds see it)."""
+        with open(self.path(filename), "r+b") as f:
+            f.seek(position)
+            byte = f.read(1)
+            f.seek(position)
+            f.write(bytes([byte[0] ^ mask]))
+
+    def test_records_before_a_damaged_one_served(self) -> None:
+        """A read stops before the first record failing its checksum; the records before it are served."""
+        log = self.open()
+        offsets = self.fill(log, 10)
+        self.flip("00000000000000000000.log", offsets[3] + 25)
+        data, following = log.read(0, 1000)
+        self.assertEqual(following, offsets[3])
+        self.assertEqual([r.data for r in iter_records(data, 0)], [body(n) for n in range(3)])
+
+    def test_damaged_record_moved_past(self) -> None:
+        """
+        A read at a record failing its checksum (data, or the checksum
+        itself) raises DamagedRecord, an OffsetOutOfRange whose nearest
+        is the next record; logged once per offset.
+        """
+        log = self.open()
+        offsets = self.fill(log, 10)
+        self.flip("00000000000000000000.log", offsets[3] + 25)
+        self.flip("00000000000000000000.log", offsets[6] + 5)
+        with capturedLogs() as events:
+            error = self.assertRaises(DamagedRecord, log.read, offsets[3], 1000)
+            self.assertRaises(DamagedRecord, log.read, offsets[3], 50)
+        self.assertIsInstance(error, OffsetOutOfRange)
+        self.assertEqual(error.nearest, offsets[4])
+        self.assertEqual(error.problem, "checksum mismatch")
+        self.assertEqual(len(events), 1)
+        self.assertIn("checksum mismatch in the record at offset 120", formatEvent(events[0]))
+        self.assertIn("not served, reads there move to 160", formatEvent(events[0]))
+        self.assertEqual(
+            [d for _, d in self.read_all(log)],
+            [body(n) for n in range(10) if n not in (3, 6)],
+        )
+
+    def test_damaged_length_moved_to_next_indexed(self) -> None:
+        """
+        A record whose length was damaged (the records after it no longer
+        lead to the next indexed one) is moved past to the next indexed
+        record; one that claims more than a read allows is not taken for
+        a large record.
+        """
+        log = self.open(index_interval=100)
+        offsets = self.fill(log, 10)
+        self.assertEqual(list(log._segments[0].positions), [0, 120, 240, 360])
+        self.flip("00000000000000000000.log", offsets[1] + 3, 0x04)  # length 20 -> 16
+        self.flip("00000000000000000000.log", offsets[7] + 1, 0x01)  # length 20 -> 65556
+        self.assertEqual(self.assertRaises(DamagedRecord, log.read, offsets[1], 1000).nearest, 120)
+        error = self.assertRaises(DamagedRecord, log.read, offsets[7], 50)
+        self.assertEqual((error.nearest, error.problem), (360, "record cut short (data length 65556)"))
+        self.assertEqual(
+            [d for _, d in self.read_all(log)],
+            [body(n) for n in range(10) if n not in (1, 2, 7, 8)],
+        )
+
+    def test_damaged_last_record_moves_to_the_end(self) -> None:
+        """The last record damaged: a read there moves to the end of the log."""
+        log = self.open()
+        offsets = self.fill(log, 3)
+        self.flip("00000000000000000000.log", offsets[2] + 30)
+        self.assertEqual(self.assertRaises(DamagedRecord, log.read, offsets[2], 1000).nearest, log.next_offset)
+        self.assertEqual(log.read(log.next_offset, 1000), (b"", log.next_offset))
+
+    def test_damaged_sealed_segment_read(self) -> None:
+        """A record of a sealed segment damaged while open is not served either; appends go on."""
+        log = self.open(segment_bytes=200)
+        offsets = self.fill(log, 12)
+        self.flip("00000000000000000200.log", 45)
+        self.fill(log, 1, start=12)
+        self.assertEqual(self.assertRaises(DamagedRecord, log.read, 240, 1000).nearest, 280)
+        self.assertEqual(log.read(200, 1000)[1], 240)
+        self.assertEqual(len(self.read_all(log)), 12)
+        self.assertEqual(offsets[6], 240)
+
+    def test_large_record_still_too_large(self) -> None:
+        """A whole record larger than the read is RecordTooLarge, as before."""
+        log = self.open(index_interval=100)
+        log.append(msg_id(1), 0, b"x" * 80, 1)
+        self.assertEqual(self.assertRaises(RecordTooLarge, log.read, 0, 50).size, 100)
+
+
 class SyncTests(LogTestCase):
     """The fsync policy, shared with the disk backend."""
 
@@ -526,6 +640,29 @@ class SyncTests(LogTestCase):
         index_fd = log._index_fd
         log.close()
         self.assertEqual(synced, [segment_fd] * 4 + [index_fd])
+
+    def test_failed_sync_fails_the_append(self) -> None:
+        """
+        With sync_every=1 a failed fsync of the segment is a failed
+        append: OSError, logged, the record cut off, the log unchanged;
+        the next append (its fsync working) is stored where it would have been.
+        """
+        log = self.open(sync_every=1)
+        self.fill(log, 2)
+
+        def failing(fd: int) -> None:
+            raise OSError(errno.EIO, "Input/output error")
+
+        log.os_fsync = failing
+        with capturedLogs() as events:
+            self.assertRaises(OSError, log.append, msg_id(2), 0, body(2), 2000)
+            self.assertRaises(OSError, log.append_many, [(msg_id(3), 0, body(3))], 3000)
+        self.assertIn("failed to sync - [Errno 5] Input/output error", formatEvent(events[0]))
+        self.assertEqual(log.next_offset, 80)
+        self.assertEqual(len(self.read_file("00000000000000000000.log")), 80)
+        log.os_fsync = os.fsync
+        self.assertEqual(log.append(msg_id(4), 0, body(4), 4000), 80)
+        self.assertEqual([d for _, d in self.read_all(log)], [body(0), body(1), body(4)])
 
     def test_index_synced_at_roll(self) -> None:
         """A sealed segment's index is fsynced with it, whatever the periodic syncs left."""

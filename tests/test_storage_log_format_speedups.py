@@ -181,3 +181,58 @@ class FrameRecordsTests(SynchronousTestCase):
             self.assertEqual(frame(data[:30])[2], (23, "record header cut short"))
             self.assertEqual(frame(data[:-1])[2], (23, "record cut short (data length 4)"))
             self.assertEqual(frame(bytes(flipped)), (b"", b"", (23, "checksum mismatch")))
+
+
+class CheckRecordsTests(SynchronousTestCase):
+    """``check_records``: compiled and pure, the same answer for any bytes and bounds."""
+
+    def setUp(self) -> None:
+        _needs_compiled(self)
+
+    def test_in_use(self) -> None:
+        """The compiled check is the one reads use."""
+        self.assertIs(log_format.check_records, _compiled.check_records)
+
+    @settings(max_examples=300, deadline=None)
+    @given(
+        st.lists(st.tuples(st.binary(min_size=8, max_size=8), _flags, _bodies), max_size=30),
+        st.lists(st.tuples(st.integers(min_value=0), st.integers(min_value=1, max_value=255)), max_size=3),
+        st.integers(min_value=0, max_value=20),
+        st.integers(min_value=-5, max_value=60),
+        st.integers(min_value=-5, max_value=9000),
+    )
+    def test_same_answer(
+        self, records: List[Tuple[bytes, int, bytes]], flips: List[Tuple[int, int]], cut: int, start: int, end: int
+    ) -> None:
+        """Records, flipped, cut short, checked between any bounds, give the same position and problem."""
+        data = bytearray(log_format.pure_encode_batch(records))
+        for at, mask in flips:
+            if data:
+                data[at % len(data)] ^= mask
+        data = bytes(data[: max(0, len(data) - cut)])
+        for bounds in ((0, len(data)), (start, end)):
+            self.assertEqual(_compiled.check_records(data, *bounds), log_format.pure_check_records(data, *bounds))
+            self.assertEqual(
+                _compiled.check_records(memoryview(data), *bounds), log_format.pure_check_records(memoryview(data), *bounds)
+            )
+
+    def test_errors(self) -> None:
+        """A cut header, a cut record and a bad checksum are named with the bad record's position."""
+        data = log_format.encode_batch([(b"12345678", 0, b"abc"), (b"12345678", 0, b"defg")])
+        flipped = bytearray(data)
+        flipped[-1] ^= 1
+        for check in (_compiled.check_records, log_format.pure_check_records):
+            self.assertEqual(check(data, 0, len(data)), (47, None))
+            self.assertEqual(check(data, 23, len(data)), (47, None))
+            self.assertEqual(check(data, 0, 30), (23, "record header cut short"))
+            self.assertEqual(check(data, 0, 46), (23, "record cut short (data length 4)"))
+            self.assertEqual(check(bytes(flipped), 0, 47), (23, "checksum mismatch"))
+            self.assertEqual(check(data, 1, 47)[0], 1)
+            self.assertEqual(check(data, 50, 100), (50, None))
+            self.assertEqual(check(b"", 0, 0), (0, None))
+
+    def test_bad_arguments(self) -> None:
+        """Not three arguments, or bounds that are not integers, are refused."""
+        self.assertRaises(TypeError, _compiled.check_records, b"")
+        self.assertRaises(TypeError, _compiled.check_records, b"", 0, "1")
+        self.assertRaises(TypeError, _compiled.check_records, 42, 0, 1)

@@ -1323,6 +1323,67 @@ class DiskFullSyncTests(DiskFullTests):
     sync_every = 1
 
 
+def _fsync_eio(fd: int) -> None:
+    """An fsync whose writeback failed."""
+    raise OSError(errno.EIO, "Input/output error")
+
+
+class FailedSyncTests(DiskFullTests):
+    """
+    With --mem-queue-size=0 and --sync-every=1, a publish whose records'
+    fsync failed is answered with Go's failure, never OK, as a failed
+    write is.
+    """
+
+    sync_every = 1
+
+    def fill(self, name: str) -> Any:
+        """The fsyncs of topic ``name``'s queue (no channels) fail."""
+        queue = self.broker.get_topic(name)._queue
+        queue.os_fsync = _fsync_eio
+        return queue
+
+    def test_pub_failed_write(self) -> None:
+        """A PUB whose fsync fails gets E_PUB_FAILED (fatal), not OK; once a sync works again, so do publishes."""
+        queue = self.fill("t")
+        producer = self.connect()
+        producer.send(pub(b"t", b"x"))
+        self.assertEqual(
+            producer.frames(),
+            [(ERROR, b"E_PUB_FAILED PUB failed failed to sync diskqueue t - [Errno 5] Input/output error")],
+        )
+        self.assertTrue(producer.closed)
+        queue.os_fsync = os.fsync
+        self.clock.advance(1.0)
+        self.assertIsNone(queue.error)
+        again = self.connect()
+        again.send(pub(b"t", b"y"))
+        self.assertEqual(again.raw(), OK)
+
+    def test_oks_before_failure_stay(self) -> None:
+        """A PUB to a topic whose sync worked keeps its OK; the MPUB whose sync failed is E_MPUB_FAILED."""
+        self.fill("t")
+        producer = self.connect()
+        producer.send(pub(b"fine", b"a") + mpub(b"t", [b"b", b"c"]) + pub(b"fine", b"d"))
+        frames = producer.frames()
+        self.assertEqual(frames[0], (RESPONSE, b"OK"))
+        self.assertEqual(
+            frames[1:], [(ERROR, b"E_MPUB_FAILED MPUB failed failed to sync diskqueue t - [Errno 5] Input/output error")]
+        )
+        self.assertTrue(producer.closed)
+
+    def test_channel_write_failed(self) -> None:
+        """A PUB to a topic with a channel checks the channel's queue, whose fsync failed."""
+        queue = self.broker.get_topic("t").get_channel("c")._queue
+        queue.os_fsync = _fsync_eio
+        producer = self.connect()
+        producer.send(pub(b"t", b"x"))
+        self.assertEqual(
+            producer.frames(),
+            [(ERROR, b"E_PUB_FAILED PUB failed failed to sync diskqueue t:c - [Errno 5] Input/output error")],
+        )
+
+
 class MirrorGateCase(ProtocolTestCase):
     """A broker whose mirror gate the test drives, and a mirrored topic ``m``."""
 

@@ -173,6 +173,7 @@ class DiskQueue:
         #: The function writing bytes to a file descriptor; a test seam for
         #: failing disks.
         self.os_write: Callable[[int, Any], int] = os.write
+        self.os_fsync: Callable[[int], None] = os.fsync
         self._open()
 
     def __repr__(self) -> str:
@@ -631,8 +632,9 @@ class DiskQueue:
                 self._overflow.extend(held[index + 1 :])
                 return
         if self._flush():
-            self._recovered()
             self._sync()
+            if self.error is None:
+                self._recovered()
 
     def _recovered(self) -> None:
         self.error = None
@@ -693,7 +695,9 @@ class DiskQueue:
                 return
             # Earlier syncs must land first: their meta files are older.
             worker.wait(self)
-        self._fsync_write_file()
+        if not self._fsync_write_file():
+            # The meta file must not count records that may not be on disk.
+            return
         try:
             write_file_atomically(meta_path, encode_meta(self.state()))
         except OSError as error:
@@ -706,17 +710,34 @@ class DiskQueue:
         self._unsynced = 0
         self._need_sync = False
 
-    def _fsync_write_file(self) -> None:
+    def _fsync_write_file(self) -> bool:
+        """
+        ``fsync`` the segment being written; ``False`` if that failed.  A
+        failed sync is a failed write: the records written since the last
+        sync may not be on disk, so :attr:`error` is set (the publishes
+        this sync covers are answered with it, see
+        :meth:`Topic.write_error <txnsq.nsqd.topic.Topic.write_error>`)
+        until a later sync succeeds (retried as a failed write is).
+        """
         fd = self._write_fd
-        if fd is not None:
-            try:
-                os.fsync(fd)
-            except OSError as error:
+        if fd is None:
+            return True
+        try:
+            self.os_fsync(fd)
+        except OSError as error:
+            if self.error is None:
                 _log.error(
                     "DISKQUEUE({name}) failed to sync - {error}",
                     name=self.name,
                     error=error,
                 )
+            # Set even when the next fsync succeeds: Linux reports a
+            # failed writeback once, and the records it covered may be gone.
+            self.error = "failed to sync diskqueue %s - %s" % (self.name, error)
+            if self._retry_call is None and not self._closed:
+                self._retry_call = self._clock.callLater(RETRY_DELAY, self._retry)
+            return False
+        return True
 
     def _write_deferred(self, items: List[Tuple[int, bytes]], runs: List[List[int]]) -> None:
         state = DeferredState(self.state(), tuple(CopyRun(*run) for run in runs))

@@ -13,7 +13,8 @@ Appends are written as they come, one ``write`` per call (a whole MPUB, or
 a run of PUBs read together, is one call), so a record is in the file when
 :meth:`PartitionLog.append` returns.  ``fsync`` of the segment follows the
 disk backend's policy: every ``sync_every`` records (inline with
-``sync_every=1``, so that an acknowledged publish is on disk; on the
+``sync_every=1``, so that an acknowledged publish is on disk: a failed
+``fsync`` then fails the append as a failed ``write`` does; on the
 :class:`SyncWorker` thread otherwise) and at most ``sync_timeout`` seconds
 after the first unsynced one.  The index is written at the same times
 and synced only when its segment is sealed, at close and by
@@ -28,7 +29,10 @@ kept as ``BASE.log.POS.bad``); every other segment is checked against the
 CRC32 in its seal (one pass at C speed) or, without a matching seal,
 record by record, and a damaged one is set aside as ``.bad``, like the
 disk backend's files; reads of its offsets are answered with the next
-segment's base offset.
+segment's base offset.  A sealed segment whose records all pass their
+checksums but not the seal's CRC32 (which covers whole records: an
+altered message id or flag) is logged as an error at each start, and
+served.
 
 Retention (:class:`TopicLog`, or a single :class:`PartitionLog`) deletes
 whole segments, oldest first: by total bytes, keeping at least
@@ -57,6 +61,7 @@ from txnsq.storage.log_format import (
     INDEX_ENTRY,
     RecordScan,
     Seal,
+    check_records,
     crc32,
     decode_index,
     encode_batch,
@@ -72,6 +77,7 @@ from txnsq.storage.log_retention import LogRetention
 from txnsq.storage.sync_worker import SyncWorker
 
 __all__ = [
+    "DamagedRecord",
     "OffsetOutOfRange",
     "PartitionLog",
     "PartitionStats",
@@ -120,6 +126,18 @@ class OffsetOutOfRange(LookupError):
         LookupError.__init__(self, "offset %d %s; nearest valid offset %d" % (offset, reason, nearest))
         self.offset = offset
         self.nearest = nearest
+
+
+class DamagedRecord(OffsetOutOfRange):
+    """
+    The record at ``offset`` fails its check (checksum, or a length that
+    does not fit where it is): it is not served, and ``nearest`` is the
+    next record's offset.  ``problem`` says what is wrong.
+    """
+
+    def __init__(self, offset: int, nearest: int, problem: str) -> None:
+        OffsetOutOfRange.__init__(self, offset, nearest, "holds a damaged record (%s)" % (problem,))
+        self.problem = problem
 
 
 class RecordTooLarge(ValueError):
@@ -223,6 +241,8 @@ class PartitionLog:
         self._segments: List[_Segment] = []
         self._bases: List[int] = []
         self._read_fds: Dict[int, int] = {}
+        #: Damaged records found by reads: offset -> where reads move.
+        self._damaged_records: Dict[int, int] = {}
         self._write_fd: Optional[int] = None
         self._index_fd: Optional[int] = None
         self._pending_index = bytearray()
@@ -384,13 +404,19 @@ class PartitionLog:
         fd = self._write_fd
         assert fd is not None
         write = self.os_write
+        doing = "write"
         try:
             with memoryview(batch) as view:
                 written = write(fd, view)
                 while written < len(view):
                     written += write(fd, view[written:])
+            if self._sync_every == 1:
+                # A failed sync is a failed write: the append fails (its
+                # publish is answered with the error) and is cut off.
+                doing = "sync"
+                self.os_fsync(fd)
         except OSError as error:
-            _log.error("LOG({name}) failed to write - {error}", name=self.name, error=error)
+            _log.error("LOG({name}) failed to {doing} - {error}", name=self.name, doing=doing, error=error)
             try:
                 os.ftruncate(fd, start)
                 os.lseek(fd, start, os.SEEK_SET)
@@ -401,9 +427,14 @@ class PartitionLog:
     # -- syncing -------------------------------------------------------------
 
     def _after_write(self, count: int) -> None:
+        if self._sync_every == 1:
+            # _write synced the segment; the index is synced when sealed.
+            if self._flush_index():
+                self._index_unsynced = True
+            return
         self._unsynced += count
         if 0 < self._sync_every <= self._unsynced:
-            self._sync(inline=self._sync_every == 1, index=False)
+            self._sync(inline=False, index=False)
         elif self._sync_call is None and not self._closed:
             self._sync_call = self._clock.callLater(self._sync_timeout, self._on_sync_timer)
 
@@ -559,8 +590,14 @@ class PartitionLog:
         wire layout), and the offset to read next.  At ``next_offset`` the
         slice is empty (nothing new yet).
 
-        :raises OffsetOutOfRange: no record starts at ``offset``; its
-            ``nearest`` is where to read instead.
+        Every record is checked (whole, checksum right) before it is
+        served: the slice ends before the first that fails, and a read that
+        starts at one raises :class:`DamagedRecord` (logged once per
+        offset), whose ``nearest`` is the record after it.
+
+        :raises OffsetOutOfRange: no record starts at ``offset``, or it is
+            damaged (:class:`DamagedRecord`); its ``nearest`` is where to
+            read instead.
         :raises RecordTooLarge: the first record does not fit in ``max_size``.
         """
         if max_size < 1:
@@ -592,7 +629,19 @@ class PartitionLog:
         walk = last - first if last > offset else at
         end = last_whole_end(data, walk, len(data))
         if end == at:
-            raise RecordTooLarge(offset, self._record_size(fd, segment, offset))
+            size = self._record_size(fd, segment, offset)
+            problem = self._damaged(fd, segment, offset, size)
+            if problem is None:
+                raise RecordTooLarge(offset, size)
+            self._skip_damaged(segment, offset, problem)
+        # No record that fails its checksum is served: the records are
+        # checked (in C) up to the first bad one, which is skipped by a
+        # move (MetaQ's 301) when a read starts at it.
+        good, problem = check_records(data, at, end)
+        if problem is not None:
+            if good == at:
+                self._skip_damaged(segment, offset, problem)
+            end = good
         if at == 0 and end == len(data):
             return data, first + end
         return data[at:end], first + end
@@ -618,7 +667,59 @@ class PartitionLog:
 
     def _record_size(self, fd: int, segment: _Segment, offset: int) -> int:
         header = os.pread(fd, HEADER_SIZE, offset - segment.base)
+        if len(header) < HEADER_SIZE:
+            return HEADER_SIZE
         return HEADER_SIZE + HEADER.unpack(header)[0]
+
+    def _next_known_start(self, segment: _Segment, offset: int) -> int:
+        """The first indexed record start after ``offset``, or the segment's end."""
+        positions = segment.positions
+        at = bisect.bisect_right(positions, offset)
+        return positions[at] if at < len(positions) else segment.end
+
+    def _damaged(self, fd: int, segment: _Segment, offset: int, size: int) -> Optional[str]:
+        """
+        What is wrong with the record at ``offset``, said to take ``size``
+        bytes (more than a read allowed), or ``None`` when it is whole and
+        its checksum right: it must end by the next indexed record.
+        """
+        if size < HEADER_SIZE or offset + size > self._next_known_start(segment, offset):
+            return "record cut short (data length %d)" % (size - HEADER_SIZE,)
+        record = os.pread(fd, size, offset - segment.base)
+        return check_records(record, 0, len(record))[1]
+
+    def _skip_damaged(self, segment: _Segment, offset: int, problem: str) -> None:
+        """
+        The record at ``offset`` fails its check: log it (once) and move
+        the read to the next record, found by its length when the records
+        from there lead exactly to the next indexed record (or the
+        segment's end), else to that indexed record.
+
+        :raises DamagedRecord: always.
+        """
+        following = self._damaged_records.get(offset)
+        if following is None:
+            following = known = self._next_known_start(segment, offset)
+            fd = self._read_fd(segment.base)
+            header = os.pread(fd, HEADER_SIZE, offset - segment.base)
+            if len(header) == HEADER_SIZE:
+                length = HEADER.unpack(header)[0]
+                candidate = offset + HEADER_SIZE + length
+                if 0 <= length and candidate < known:
+                    span = os.pread(fd, known - candidate, candidate - segment.base)
+                    if last_whole_end(span, 0, len(span)) == known - candidate:
+                        following = candidate
+            self._damaged_records[offset] = following
+            _log.error(
+                "LOG({name}) {problem} in the record at offset {offset} in {file}; "
+                "not served, reads there move to {next}",
+                name=self.name,
+                problem=problem,
+                offset=offset,
+                file=self._path(segment_file_name(segment.base)),
+                next=following,
+            )
+        raise DamagedRecord(offset, following, problem)
 
     def nearest_offset(self, offset: int) -> int:
         """
@@ -764,6 +865,19 @@ class PartitionLog:
         entries = _rebuilt_entries(entries, scan, segment.newest)
         segment.crc = crc32(data)
         self._fill_index(segment, entries)
+        if seal is not None and seal.size == size:
+            # The seal (its index checksum right) covers whole records, the
+            # records' checksums their data only: bytes of a header's
+            # message id or flag were altered.  Served as they are, and
+            # not sealed again, so each start says so until it is dealt with.
+            _log.error(
+                "LOG({name}) {file} fails its seal's CRC32 though every record passes its "
+                "checksum: a message id or flag was altered (not covered by the records' "
+                "checksums); its records are served as they are",
+                name=self.name,
+                file=path,
+            )
+            return segment
         index = b"".join(INDEX_ENTRY.pack(pos, stamp) for pos, stamp in entries)
         index += encode_seal(Seal(segment.newest, size, segment.crc), crc32(index))
         write_file_atomically(self._path(index_file_name(base)), index)

@@ -65,6 +65,7 @@ __all__ = [
     "Seal",
     "SEAL_MARK",
     "SEAL_SIZE",
+    "check_records",
     "checksum",
     "crc32",
     "decode_index",
@@ -433,4 +434,42 @@ _LENGTH_CHECKSUM = struct.Struct(">ii")
 #: :func:`pure_frame_records`, compiled when the extension is built.
 frame_records: Callable[[Any], Tuple[bytes, bytes, Optional[Tuple[int, str]]]] = (
     compiled.frame_records if compiled is not None and hasattr(compiled, "frame_records") else pure_frame_records
+)
+
+
+def pure_check_records(data: Any, start: int, end: int) -> Tuple[int, Optional[str]]:
+    """
+    Check the records of ``data[start:end]`` (records back to back from
+    ``start``), each whole and its checksum right: ``(pos, problem)``,
+    where the good records end (``end`` when all are good) and ``None``,
+    or the position of the first bad record and what is wrong with it
+    (``"record header cut short"``, ``"record cut short (data length
+    N)"`` or ``"checksum mismatch"``).  ``start`` and ``end`` are clamped
+    to the data, as a slice's are (no negative indexes).
+
+    What every read of the retained log runs before it serves records;
+    the pure-Python reference of the compiled ``check_records``, which
+    is used when built.
+    """
+    unpack = _LENGTH_CHECKSUM.unpack_from
+    view = memoryview(data)
+    if end > len(view):
+        end = len(view)
+    pos = start if start > 0 else 0
+    while pos < end:
+        if pos + HEADER_SIZE > end:
+            return pos, "record header cut short"
+        length, check = unpack(view, pos)
+        body = pos + HEADER_SIZE
+        if length < 0 or body + length > end:
+            return pos, "record cut short (data length %d)" % (length,)
+        if crc32(view[body : body + length]) & _MASK != check:
+            return pos, "checksum mismatch"
+        pos = body + length
+    return pos, None
+
+
+#: :func:`pure_check_records`, compiled when the extension is built.
+check_records: Callable[[Any, int, int], Tuple[int, Optional[str]]] = (
+    compiled.check_records if compiled is not None and hasattr(compiled, "check_records") else pure_check_records
 )
