@@ -14,6 +14,7 @@ from twisted.trial.unittest import SynchronousTestCase
 from txnsq import daemon
 from txnsq.cli import BOOL, INT, STRING, Flag, version_string
 from txnsq.daemon import GoFlagsOptions, SettingsAlias, run_console_script
+from txnsq.reactors import SteadyClock
 
 
 @dataclass
@@ -169,6 +170,15 @@ class GoFlagsOptionsTests(SynchronousTestCase):
         self.assertIsInstance(service, ToyService)
         self.assertIs(service.settings, options.settings)
 
+    def test_make_service_steady_clock(self) -> None:
+        """make_service (what twistd runs) gives the global reactor a steady clock."""
+        from twisted.internet import reactor
+
+        options = ToyOptions()
+        options.parseOptions([])
+        options.make_service()
+        self.assertIsInstance(reactor.seconds.__self__, SteadyClock)  # type: ignore[attr-defined]
+
     def test_make_service_version(self) -> None:
         """For --version make_service prints the version and exits 0."""
         out = io.StringIO()
@@ -245,6 +255,20 @@ class RunConsoleScriptTests(SynchronousTestCase):
         self.assertTrue(self.reactor.ran)
         self.assertFalse(self.reactor.stopped)
         self.assertEqual(self.reactor.triggers, [("before", "shutdown", service.stopService)])
+
+    def test_steady_clock_before_build(self) -> None:
+        """The reactor has a steady clock before the service is built."""
+        seen: List[Any] = []
+        build = self.build
+
+        def recording_build(settings: ToySettings, reactor: Any) -> ToyService:
+            seen.append(reactor.seconds)
+            return build(settings, reactor)
+
+        self.patch(self, "build", recording_build)
+        self.run_script([])
+        [seconds] = seen
+        self.assertIsInstance(seconds.__self__, SteadyClock)
 
     def test_hooks_after_start(self) -> None:
         """The hooks run after the service started and before listening is awaited."""

@@ -466,3 +466,43 @@ class ConstructionTests(SynchronousTestCase):
         second = NSQDService(self.options("--data-path=" + path), Clock())
         self.assertRaises(DataPathError, second.open_data)
         self.successResultOf(first.stopService())
+
+
+class SteadyClockTests(SynchronousTestCase):
+    """An embedded NSQDService takes the reactor's clock as it is given."""
+
+    def options(self) -> Any:
+        return parse_nsqd_args(["--tcp-address=127.0.0.1:0", "--http-address=127.0.0.1:0"])
+
+    def test_reactor_left_as_is(self) -> None:
+        """Embedding a service does not change the application's reactor's clock."""
+        from twisted.internet.testing import MemoryReactorClock
+
+        reactor = MemoryReactorClock()
+        seconds = reactor.seconds
+        NSQDService(self.options(), reactor, storage="memory")
+        self.assertEqual(reactor.seconds, seconds)
+
+    def test_timestamps_on_steady_clock(self) -> None:
+        """
+        On a reactor given a steady clock, a message's timestamp is the wall
+        time at the clock's start plus the time elapsed, whatever steps the
+        wall clock took.
+        """
+        from twisted.internet.base import ReactorBase
+
+        from tests.test_reactors import BareReactor, FakeClocks
+        from txnsq.protocol.message import message_timestamp
+        from txnsq.reactors import install_steady_clock
+
+        clocks = FakeClocks(wall=1700000000.0)
+        self.patch(ReactorBase, "seconds", staticmethod(clocks.wall))
+        reactor = BareReactor()
+        install_steady_clock(reactor, clocks.wall, clocks.monotonic)
+        service = NSQDService(self.options(), reactor, storage="memory")  # type: ignore[arg-type]
+        topic = service.broker.get_topic("t")
+        clocks.step(-600.0)
+        clocks.elapse(2.0)
+        topic.publish(b"x")
+        data = topic._queue.read()
+        self.assertEqual(message_timestamp(data), 1700000002 * 10**9)

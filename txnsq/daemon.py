@@ -23,6 +23,7 @@ from twisted.python import usage
 from txnsq import cli
 from txnsq.cli import Flag, version_string
 from txnsq.logging import start_console_logging
+from txnsq.reactors import install_steady_clock
 
 __all__ = [
     "DaemonService",
@@ -148,13 +149,18 @@ class GoFlagsOptions(usage.Options, Generic[S]):
     def make_service(self) -> Any:
         """
         What the tap's ``makeService`` returns: :meth:`build_service` of the
-        settings; for ``--version``, the version on standard output instead.
+        settings, the global reactor given a steady clock first
+        (:func:`txnsq.reactors.install_steady_clock`); for ``--version``,
+        the version on standard output instead.
 
         :raises SystemExit: 0 after printing the version.
         """
         if self.settings.version:
             sys.stdout.write(version_string(self.program) + "\n")
             raise SystemExit(0)
+        from twisted.internet import reactor
+
+        install_steady_clock(reactor)
         return self.build_service(self.settings)
 
 
@@ -201,6 +207,9 @@ def run_console_script(
         no, the global reactor is imported without TLS support
         (:func:`txnsq.plain_reactor.import_reactor`), which saves the
         process pyOpenSSL and ``cryptography``.  Omitted: TLS is assumed.
+        Either way the reactor gets a steady clock
+        (:func:`txnsq.reactors.install_steady_clock`) before the service
+        is built, so that no step of the wall clock moves its timers.
     :raises SystemExit: always: 0 for ``--version`` and after a clean
         shutdown; 1 for impossible settings or when a listener could not
         listen (which it logged).
@@ -220,6 +229,7 @@ def run_console_script(
         from txnsq.plain_reactor import import_reactor
 
         reactor = import_reactor(may_use_tls is None or may_use_tls(settings))
+    install_steady_clock(reactor)
     start_console_logging(program, settings.log_level, settings.log_prefix)
     service = build(settings, reactor)
     outcome = {"code": 0}

@@ -6,11 +6,14 @@ messages left unanswered until nsqd's msg-timeout requeues them.
 
 Every timer of txnsq -- the mirror's heartbeat and failover timeout,
 message timeouts, deferred messages, retention by age -- is scheduled
-on the reactor's clock, which is the wall clock (``time.time``).  So
-besides the queue checker's properties, each scenario here requires
-that no clock fault makes a standby take over a primary that is alive
-and routed (``taken_over`` in the nsqds' /stats): with both alive, a
-takeover delivers the primary's messages twice.
+on the reactor's clock, which nsqd's console script makes a steady one
+(wall time at start plus ``time.monotonic`` since,
+:func:`txnsq.reactors.install_steady_clock`): a step of the wall clock
+moves none of them, and the checkers here allow a stepped node no
+earliness.  Besides the queue checker's properties, each scenario
+requires that no clock fault makes a standby take over a primary that
+is alive and routed (``taken_over`` in the nsqds' /stats): with both
+alive, a takeover delivers the primary's messages twice.
 """
 
 from __future__ import annotations
@@ -128,9 +131,10 @@ class TimedQueue(Scenario):
       its first delivery; nsqd (``--msg-timeout``) must deliver each
       again, not before ``msg_timeout - bound`` after the first.
 
-    ``bound`` is the most a delivering node's clock runs ahead (the
-    skew when it is forward, else 0); a standby that steps does not
-    deliver, so its skew gives no allowance.
+    ``bound`` is 0: nsqd's timers run on a steady clock, so a step of a
+    node's wall clock makes nothing early.  (Before they did, a forward
+    step of the delivering node made deliveries up to the step early,
+    and the bound was that step.)
 
     :param index: the node whose clock steps (0: the primary the
         producer publishes to, 1: its standby).
@@ -160,8 +164,8 @@ class TimedQueue(Scenario):
         self.min_standbys = min_standbys
 
     def bound(self) -> float:
-        """The early delivery the checker allows: the forward skew of a delivering node."""
-        return max(0.0, self.offset) if self.index == 0 else 0.0
+        """The early delivery the checker allows: none, whatever the step."""
+        return 0.0
 
     def run_round(self, context: Any, result: Any) -> None:
         world: World = context.world
@@ -192,8 +196,8 @@ class TimedQueue(Scenario):
         finally:
             nemesis.stop()
         workload.wait_producers(duration + 30)
-        # Deferred messages come up to 8 s after their publish, and a
-        # step back postpones the node's timers by the step.
+        # Deferred messages come up to 8 s after their publish; the step
+        # is kept in the wait in case a node's timers follow it after all.
         quiet = 8.0 + abs(self.offset) + 3.0 if self.kind == "deferred" else self.msg_timeout + abs(self.offset) + 3.0
         workload.drain(quiet=quiet, limit=60)
         if self.kind == "timeout":
@@ -244,23 +248,27 @@ class RetentionSkew(Scenario):
 
     - Stepped +``keep_skew`` (records aged e with e + skew < A - 1 s): no
       record may be deleted (``first_offset`` 0 and ``next_offset`` as
-      before in every partition): what is younger than A minus the skew
-      stays.
-    - Stepped +``drop_skew`` (e + skew > A): every record is deleted.
-      Not a promise to users, but it shows that retention did run on the
-      node's clock, without which the first check proves nothing.
+      before in every partition).
+    - Stepped +``drop_skew`` (e + skew > A): no record may be deleted
+      either: retention runs on nsqd's steady clock, which a step of the
+      wall clock does not move.  (Before it did, every record went here,
+      and the round required it.)
+    - Not stepped, the age set to ``short_age`` once every record is
+      older than that: every record is deleted, which shows that
+      retention did run, without which the checks above prove nothing.
     """
 
     workload = "retention"
     nemeses = ["clock:skew"]
 
     def __init__(self, name: str, summary: str, age: float = 60.0, keep_skew: float = 30.0,
-                 drop_skew: float = 75.0) -> None:
+                 drop_skew: float = 75.0, short_age: float = 1.0) -> None:
         self.name = name
         self.summary = summary
         self.age = age
         self.keep_skew = keep_skew
         self.drop_skew = drop_skew
+        self.short_age = short_age
 
     def run_round(self, context: Any, result: Any) -> None:
         world: World = context.world
@@ -294,26 +302,38 @@ class RetentionSkew(Scenario):
         elif kept != before:
             result.problems.append("records younger than the age minus the skew deleted: %s -> %s" % (before, kept))
 
-        # Every record is older than age - drop_skew: all go.
+        # Every record is older than age - drop_skew: a step must still delete none.
         self._stepped_enforce(world, history, node, self.drop_skew, self.age)
+        stepped = self._retained(world, node)
+        figures.update(drop_skew=self.drop_skew, after_drop_skew=stepped)
+        if stepped != before:
+            result.problems.append(
+                "records deleted at +%g s (%s -> %s): retention followed the wall clock's step"
+                % (self.drop_skew, before, stepped))
+
+        # Unstepped, every record older than short_age: all go.
+        time.sleep(max(0.0, max(acked) + self.short_age + 1.5 - time.time()))
+        self._stepped_enforce(world, history, node, 0.0, self.short_age)
         dropped = self._retained(world, node)
-        figures.update(drop_skew=self.drop_skew, after_drop_skew=dropped)
+        figures.update(short_age=self.short_age, after_short_age=dropped)
         if any(first != end for first, end in dropped):
             result.problems.append(
-                "nothing deleted at +%g s (%s): retention did not run on the node's clock" % (self.drop_skew, dropped))
+                "nothing deleted with an age of %g s (%s): retention did not run" % (self.short_age, dropped))
         result.passed = not result.problems
 
     def _stepped_enforce(self, world: World, history: Any, node: NsqdNode, offset: float, age: float) -> None:
-        """Step the node's clock by ``offset``, run its retention (a new age), step it back."""
-        step = ClockSkew(world, history, node, offset)
-        step.start()
+        """Step the node's clock by ``offset`` (unless 0), run its retention (a new age), step it back."""
+        step = ClockSkew(world, history, node, offset) if offset else None
+        if step is not None:
+            step.start()
         try:
             path = "/topic/retention?topic=kept&age=%gs" % age
             status, text = world.http(world.host("c1"), "POST", "http://%s%s" % (node.http, path))
             if status != 200:
                 raise LabError("%s: %s %s" % (path, status, text[:200]))
         finally:
-            step.stop()
+            if step is not None:
+                step.stop()
 
     def _retained(self, world: World, node: NsqdNode) -> List[List[int]]:
         """``[first_offset, next_offset]`` of each partition of ``kept``."""
@@ -339,11 +359,11 @@ register(ClockQueue(
     "queue-clock-fast", "n2 (a standby) runs at x1.5 under load for 6 s, then is stepped back",
     ["clock:rate"], rate(1, 1.5), prepare=fake_clocks(["n2"], fake_monotonic=True)))
 register(TimedQueue(
-    "deferred-clock-skew", "DPUBs of 1-8 s to n1 while n1 steps +5 s for 6 s: none early past 5 s, none lost",
+    "deferred-clock-skew", "DPUBs of 1-8 s to n1 while n1 steps +5 s for 6 s: none early, none lost",
     "deferred", 0, 5.0))
 register(TimedQueue(
     "timeout-clock-skew", "1 in 10 messages left unanswered (msg-timeout 3 s) while n1 steps +2 s",
     "timeout", 0, 2.0))
 register(RetentionSkew(
     "retention-clock-skew",
-    "retained topic, age 60 s: n1 steps +30 s and retention runs (none may go), then +75 s (all go)"))
+    "retained topic, age 60 s: n1 steps +30 s, then +75 s, retention runs (none may go); age 1 s (all go)"))
