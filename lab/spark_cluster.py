@@ -31,11 +31,13 @@ from lab.world import World
 
 __all__ = [
     "DRIVER_LOG4J",
+    "JVM_FLAGS",
     "MASTER_PORT",
     "TASK_LOST_WITH_EXECUTOR",
     "SparkCluster",
     "SparkProcessKill",
     "host_env",
+    "kill_group",
     "java_home",
     "spark_home",
 ]
@@ -200,6 +202,18 @@ class SparkCluster:
                     name, process.log()[-800:].replace("\n", " | ")))
             if time.monotonic() > deadline:
                 raise LabError("spark worker %s did not register in %.0f s" % (name, timeout))
+            time.sleep(0.1)
+
+    def wait_executor(self, name: str, timeout: float) -> None:
+        """Until the latest start of worker ``name`` has been asked to launch an executor."""
+        process = self.workers[name]
+        start_at = process.log().rfind("=== ")
+        deadline = time.monotonic() + timeout
+        while "Asked to launch executor" not in process.log()[start_at:]:
+            if not process.alive():
+                raise LabError("spark worker %s exited: %s" % (name, process.log()[-800:].replace("\n", " | ")))
+            if time.monotonic() > deadline:
+                raise LabError("spark worker %s launched no executor in %.0f s" % (name, timeout))
             time.sleep(0.1)
 
     def executors_launched(self) -> int:
