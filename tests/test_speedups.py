@@ -169,7 +169,7 @@ def _frame_ids(data: bytes) -> List[bytes]:
 class _InlineDiskStorage(DiskStorage):
     """The disk backend with every sync on the reactor thread (no sync thread in a test)."""
 
-    def _sync_worker(self) -> Any:
+    def sync_worker(self) -> Any:
         return None
 
 
