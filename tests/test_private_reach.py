@@ -10,7 +10,7 @@ start with an underscore (``_replace``, ``_asdict``, ...).
 
 What is left must be a named exception in :data:`ALLOWED`, with the reason;
 issue 30 allows ten at most in all of txnsq/.  The reaches inside the
-mirror modules are listed apart, in :data:`MIRROR_PENDING`, and do not
+mirror modules are listed apart, in :data:`_MIRROR_PENDING`, and do not
 count toward the ten: the mirror code is being moved into its own package
 (with public methods on ``Channel`` and ``Topic`` for what it needs), which
 removes them; whoever merges that work empties the group.  An entry that
@@ -55,7 +55,7 @@ ALLOWED: Dict[str, str] = {
 #: Not counted toward :data:`MAX_ALLOWED`.  They go with the move of the
 #: mirror code into txnsq/mirror/ (Channel and Topic get public methods for
 #: the snapshots and drops); remove this group when merging it.
-MIRROR_PENDING: Dict[str, Tuple[str, ...]] = {
+_MIRROR_PENDING: Dict[str, Tuple[str, ...]] = {
     "txnsq/nsqd/mirror.py": (
         "channel_snapshot:_deferred",
         "channel_snapshot:_in_flight",
@@ -199,7 +199,7 @@ def package_reaches() -> List[Reach]:
 
 def _pending_keys() -> Set[str]:
     return {
-        "%s:%s" % (module, entry) for module, entries in MIRROR_PENDING.items() for entry in entries
+        "%s:%s" % (module, entry) for module, entries in _MIRROR_PENDING.items() for entry in entries
     }
 
 
@@ -229,7 +229,7 @@ class PrivateReachTests(SynchronousTestCase):
 
     def test_pending_only_in_mirror_modules(self) -> None:
         """The pending group names mirror modules only, and no key is in both lists."""
-        for module in MIRROR_PENDING:
+        for module in _MIRROR_PENDING:
             self.assertIn("/mirror", module)
         self.assertEqual(set(ALLOWED) & _pending_keys(), set())
 
