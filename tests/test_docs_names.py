@@ -63,6 +63,7 @@ EMBEDDING: Dict[str, List[Target]] = {
     "bound_ports": [(_NSQD, "bound_ports"), (_LOOKUPD, "bound_ports")],
     "bound_port": [(_ADMIN, "bound_port")],
     "open_data": [(_NSQD, "open_data")],
+    "txnsq.reactors.install_steady_clock": [("txnsq.reactors", "install_steady_clock")],
     "privilegedStartService": [(_NSQD, "privilegedStartService")],
     "startService": [(_NSQD, "startService")],
     "service.broker": [(_NSQD, "broker")],
@@ -96,6 +97,7 @@ EMBEDDING_OTHERS = {
     "IStorageBackend",  # txnsq's storage interface, its own page and tests
     "IStreamServerEndpoint",
     "ValueError",
+    "callLater",  # Twisted's IReactorTime, in the clocks paragraph
     "getContext",
     "twisted.internet.ssl.CertificateOptions",
     "twisted.internet.testing.MemoryReactorClock",
@@ -105,6 +107,9 @@ EMBEDDING_OTHERS = {
     "from",
     "nsqd",
     "nsqd.dat",
+    "nsqlookupd",
+    "nsqadmin",
+    "seconds",
     "tcp",
     "unix",
     "host",

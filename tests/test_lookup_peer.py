@@ -62,7 +62,7 @@ class LookupPeerTestCase(SynchronousTestCase):
             retry_policy=lambda attempt: 1.0,
             **kwargs,
         )
-        peer._log = Logger(observer=self.events.append)  # type: ignore[misc,arg-type]
+        peer.log = Logger(observer=self.events.append)  # type: ignore[misc,arg-type]
         return peer
 
     def logged(self) -> List[str]:

@@ -18,7 +18,7 @@ from twisted.internet.testing import StringTransport
 from twisted.trial.unittest import SynchronousTestCase
 
 from txnsq import speedups
-from txnsq.nsqd import channel, tcp, topic
+from txnsq.nsqd import channel, commands, tcp, topic
 from txnsq.nsqd.broker import Broker
 from txnsq.nsqd.options import NSQDOptions
 from txnsq.nsqd.tcp import NSQDFactory
@@ -169,7 +169,7 @@ def _frame_ids(data: bytes) -> List[bytes]:
 class _InlineDiskStorage(DiskStorage):
     """The disk backend with every sync on the reactor thread (no sync thread in a test)."""
 
-    def _sync_worker(self) -> Any:
+    def sync_worker(self) -> Any:
         return None
 
 
@@ -256,7 +256,7 @@ class SessionTests(SynchronousTestCase):
     def pure(self) -> Iterator[None]:
         """The pure Python in every place nsqd took a compiled function from, until the block ends."""
         replacements = [
-            (tcp, "V2CommandParser", v2.PureV2CommandParser),
+            (commands, "V2CommandParser", v2.PureV2CommandParser),
             (topic, "encode_message", message.pure_encode_message),
             (channel, "with_attempts", message.pure_with_attempts),
             (channel, "_COMPILED_WITH_ATTEMPTS", None),
@@ -269,7 +269,7 @@ class SessionTests(SynchronousTestCase):
     @given(_session())
     def test_same_bytes(self, steps: List[Tuple[Any, ...]]) -> None:
         """Any session writes the same bytes to both clients, step by step, and leaves the same channel."""
-        self.assertIsNot(tcp.V2CommandParser, v2.PureV2CommandParser)
+        self.assertIsNot(commands.V2CommandParser, v2.PureV2CommandParser)
         compiled = _play(steps)
         with self.pure():
             pure = _play(steps)
@@ -286,7 +286,7 @@ class SessionTests(SynchronousTestCase):
             else:
                 protocol = factory.buildProtocol(IPv4Address("TCP", "127.0.0.1", 1))
             protocol.makeConnection(StringTransport())
-            self.assertIs(type(protocol._parser), expected)
+            self.assertIs(type(protocol._commands.parser), expected)
 
 
 class _NoQueueTakesRuns(Interface):

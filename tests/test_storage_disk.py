@@ -754,20 +754,20 @@ class _RecordingQueue:
     def __init__(self, name: str, steps: List[str], unsynced: int = 1) -> None:
         self.name = name
         self.steps = steps
-        self._unsynced = unsynced
-        self._need_sync = False
+        self.unsynced = unsynced
 
-    def _flush(self) -> bool:
+    def write_records(self) -> bool:
         self.steps.append("write " + self.name)
         return True
 
-    def _fsync_write_file(self) -> None:
-        self.steps.append("fsync " + self.name)
+    def fsync_records(self) -> None:
+        if self.unsynced:
+            self.steps.append("fsync " + self.name)
 
-    def _write_flight(self) -> None:
+    def write_flight_log(self) -> None:
         self.steps.append("log " + self.name)
 
-    def _end_of_turn(self) -> None:
+    def end_turn(self) -> None:
         self.steps.append("meta " + self.name)
 
 

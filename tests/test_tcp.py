@@ -800,7 +800,8 @@ class FinPathTests(ProtocolTestCase):
         if cls:
             client.send(b"CLS\n")
             self.assertEqual(client.raw(), frame(RESPONSE, b"CLOSE_WAIT"))
-        parser = client.protocol._parser = CountingParser(client.protocol._parser)  # type: ignore[assignment]
+        commands = client.protocol._commands
+        parser = commands.parser = CountingParser(commands.parser)  # type: ignore[assignment]
         data = b"".join(
             line.replace(b"<1>", first[2]).replace(b"<2>", second[2]) + end for line in lines
         )

@@ -502,14 +502,14 @@ class TLSDisconnectTests(UpgradeTestCase):
         self.clock.advance(0)
         pump.server_end.receive(pump.client_end.value())
         self.wait(10)
-        self.assertTrue(pump.server._dead)
+        self.assertTrue(pump.server.dead)
         self.assertTrue(pump.server_end.disconnecting)
 
     def test_silent_client(self) -> None:
         """A TLS client silent for two heartbeats is disconnected."""
         pump = self.upgraded()
         self.wait(10)
-        self.assertTrue(pump.server._dead)
+        self.assertTrue(pump.server.dead)
         self.assertTrue(pump.server_end.disconnecting)
 
     def test_no_handshake(self) -> None:
@@ -517,7 +517,7 @@ class TLSDisconnectTests(UpgradeTestCase):
         pump = self.pump()
         pump.send(negotiate(tls_v1=True, heartbeat_interval=1000))
         self.wait(10)
-        self.assertTrue(pump.server._dead)
+        self.assertTrue(pump.server.dead)
         self.assertTrue(pump.server_end.disconnecting)
 
     def test_handshake_deadline(self) -> None:
@@ -530,7 +530,7 @@ class TLSDisconnectTests(UpgradeTestCase):
         self.wait(4.5)
         self.assertFalse(pump.server_end.disconnecting)
         self.wait(1)
-        self.assertTrue(pump.server._dead)
+        self.assertTrue(pump.server.dead)
         self.assertTrue(pump.server_end.disconnecting)
 
     def test_handshake_done_no_deadline(self) -> None:
@@ -789,7 +789,7 @@ class SnappyTests(CompressionMixin, UpgradeTestCase):
         client, codec = self.upgraded()
         client.send(b"\x00\x10\x00\x00" + b"\x01" * 16)
         self.assertTrue(client.closed)
-        self.assertTrue(client.protocol._dead)
+        self.assertTrue(client.protocol.dead)
 
     def test_bad_checksum_closes(self) -> None:
         """A snappy chunk whose CRC does not match closes the connection."""
@@ -811,7 +811,7 @@ class DeflateTests(CompressionMixin, UpgradeTestCase):
         client, codec = self.upgraded()
         client.send(b"\xff\xff\xff\xff")
         self.assertTrue(client.closed)
-        self.assertTrue(client.protocol._dead)
+        self.assertTrue(client.protocol.dead)
 
     def test_levels(self) -> None:
         """deflate_level is granted up to --max-deflate-level; absent or 0 means 6."""

@@ -1,135 +1,153 @@
 # -*- test-case-name: tests.test_client_connection -*-
 """
-The commands a ready client connection sends: SUB, PUB, MPUB, DPUB and RDY,
-which :class:`txnsq.client.connection.NSQConnection` answers with
-Deferreds, and FIN, REQ and TOUCH, which a :class:`Message <txnsq.client.message.Message>`
-sends through its connection (its ``MessageDelegate``) and which wait for
-nothing.
+The commands of a client connection in flight: those nsqd answers (SUB,
+PUB, MPUB, DPUB, CLS), each waiting for its answer in the order they were
+sent, and FIN, REQ and TOUCH, which a :class:`Message <txnsq.client.message.Message>`
+sends through here (its ``MessageDelegate``) and which wait for nothing.
 
-:class:`ConnectionCommands` is mixed into ``NSQConnection``, which owns the
-transport, the queue of commands waiting for an answer and the state.
+:class:`ConnectionCommands` is a part of
+:class:`txnsq.client.connection.NSQConnection`, made by it (as amp's
+``BoxDispatcher`` keeps a protocol's outstanding requests): the connection
+owns the transport, the negotiation and its life, encodes the commands its
+users call, and hands this part the answers it reads; the part is given
+the means to write, the word for why commands are refused, and a call for
+when a closing connection's messages have been answered.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Deque, List, Optional, Tuple
+from collections import deque
+from typing import TYPE_CHECKING, Callable, Deque, Optional, Tuple
 
 from twisted.internet.defer import Deferred, fail
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
-from txnsq.client.config import ConnectionConfig
-from txnsq.client.delegate import ConnectionDelegate, NSQConnectionError
+from txnsq.client.delegate import NSQConnectionError
 from txnsq.client.message import Message
-from txnsq.client.states import STATE_NAMES, STATE_READY
 from txnsq.protocol import v2_client as codec
-from txnsq.protocol.v2_client import OK, NSQError
+from txnsq.protocol.v2_client import CLOSE_WAIT, OK, NSQError
+
+if TYPE_CHECKING:
+    from txnsq.client.connection import NSQConnection
 
 __all__ = ["ConnectionCommands"]
 
 
 class ConnectionCommands:
-    """The command side of a client connection (see the module)."""
+    """
+    The commands in flight of one client connection (see the module).
+
+    :param connection: the connection: its ``address``, ``config`` and
+        ``delegate``, and its ``in_flight`` count, which FIN and REQ
+        bring down.
+    :param write: writes one command to nsqd.
+    :param refusal: the word for why commands may not be sent (the
+        state: ``identifying``, ``closing``, ...), for the error.
+    :param settled: called after a command was answered, and after a
+        message was finished or requeued while :attr:`draining`: a closing
+        connection may be done.
+
+    :ivar accepting: commands may be sent: the connection is ready, not
+        closing and not dropped; set by the connection.
+    :ivar draining: the connection is closing and waits for the messages
+        in flight to be answered; set by the connection.
+    """
 
     _log = Logger()
 
-    if TYPE_CHECKING:
-        address: str
-        config: ConnectionConfig
-        delegate: ConnectionDelegate
-        max_rdy_count: int
-        rdy_count: int
-        in_flight: int
-        subscribed: bool
-        _state: int
-        _pending: Deque[Tuple["Deferred[None]", bytes]]
-        _drop_reason: Optional[Failure]
-        _sub_sent: bool
-        _lost: bool
-        _late_ack_logged: bool
-        _draining: bool
+    def __init__(
+        self,
+        connection: NSQConnection,
+        write: Callable[[bytes], None],
+        refusal: Callable[[], str],
+        settled: Callable[[], None],
+    ) -> None:
+        self._connection = connection
+        self._write = write
+        self._refusal = refusal
+        self._settled = settled
+        # Commands sent and not answered yet, with the answer each expects.
+        self._pending: Deque[Tuple["Deferred[None]", bytes]] = deque()
+        self.accepting = False
+        self.draining = False
+        # The connection is gone: FIN, REQ, TOUCH are ignored (and said so once).
+        self._lost = False
+        self._late_ack_logged = False
 
-        def _write(self, data: bytes) -> None: ...
-        def _maybe_finish_closing(self) -> None: ...
-
-    def _command(self, data: bytes, expected: bytes = OK) -> "Deferred[None]":
-        """Send a command nsqd answers; its Deferred fires on the answer."""
-        if self._state != STATE_READY or self._drop_reason is not None:
-            state = STATE_NAMES[self._state] if self._drop_reason is None else "closing"
-            return fail(NSQConnectionError("connection to nsqd %s is %s" % (self.address, state)))
+    def send(self, data: bytes, expected: bytes = OK) -> "Deferred[None]":
+        """
+        Send a command nsqd answers; its Deferred fires on the answer (the
+        ``expected`` response), or fails with :class:`NSQError` (nsqd's
+        fatal error) or :class:`NSQConnectionError` (not ready, closing,
+        lost, or a wrong answer).
+        """
+        if not self.accepting:
+            return fail(
+                NSQConnectionError("connection to nsqd %s is %s" % (self._connection.address, self._refusal()))
+            )
         waiting: "Deferred[None]" = Deferred()
         self._pending.append((waiting, expected))
         self._write(data)
         return waiting
 
-    # -- commands --------------------------------------------------------------
+    def close_wait(self) -> None:
+        """CLS, as closing sends it: its ``CLOSE_WAIT`` is awaited, its failure is fine."""
+        waiting: "Deferred[None]" = Deferred()
+        self._pending.append((waiting, CLOSE_WAIT))
+        self._write(codec.cls())
+        # Losing the connection fails it; that is fine here.
+        waiting.addErrback(lambda failure: None)
 
-    def subscribe(self, topic: str, channel: str) -> "Deferred[None]":
+    # -- answers -----------------------------------------------------------------
+
+    @property
+    def waiting(self) -> bool:
+        """Some command sent waits for its answer."""
+        return bool(self._pending)
+
+    def answer(self, data: bytes) -> Optional[str]:
         """
-        SUB: fires once subscribed; fails with :class:`NSQError`
-        (``E_BAD_TOPIC``, ``E_BAD_CHANNEL`` checked before sending,
-        ``E_INVALID`` when already subscribed, or nsqd's answer) or
-        :class:`NSQConnectionError`.
+        A response frame (``OK``, ``CLOSE_WAIT``) answers the oldest
+        command waiting: fire it (one unasked for is logged).  Returns what
+        is wrong when the answer is not the one expected (the command fails
+        with :class:`NSQConnectionError`, and the connection must be
+        dropped).
         """
-        try:
-            codec.check_topic("SUB", topic)
-            codec.check_channel("SUB", channel)
-        except NSQError as error:
-            return fail(error)
-        if self._sub_sent:
-            return fail(NSQError("E_INVALID", "cannot SUB in current state", fatal=False))
-        waiting = self._command(codec.sub(topic, channel))
-        if self._state == STATE_READY:
-            self._sub_sent = True
+        if not self._pending:
+            self._log.warn(
+                "nsqd {address} answered {data!r} to no command", address=self._connection.address, data=data[:64]
+            )
+            return None
+        waiting, expected = self._pending.popleft()
+        if data != expected:
+            waiting.errback(
+                Failure(
+                    NSQConnectionError(
+                        "nsqd %s answered %r, expected %r" % (self._connection.address, data[:64], expected)
+                    )
+                )
+            )
+            return "unexpected response %r" % (data[:64],)
+        waiting.callback(None)
+        self._settled()
+        return None
 
-        def subscribed(result: None) -> None:
-            self.subscribed = True
+    def fail_oldest(self, error: NSQError) -> bool:
+        """A fatal error answered the oldest command waiting: fail it (``False``: none waits)."""
+        if not self._pending:
+            return False
+        waiting, _ = self._pending.popleft()
+        waiting.errback(Failure(error))
+        return True
 
-        return waiting.addCallback(subscribed)
-
-    def publish(self, topic: str, body: bytes) -> "Deferred[None]":
-        """PUB one message; fires on OK, fails with :class:`NSQError` or :class:`NSQConnectionError`."""
-        try:
-            codec.check_topic("PUB", topic)
-        except NSQError as error:
-            return fail(error)
-        return self._command(codec.pub(topic, body))
-
-    def multi_publish(self, topic: str, bodies: List[bytes]) -> "Deferred[None]":
-        """MPUB several messages at once (atomically); as :meth:`publish`."""
-        try:
-            codec.check_topic("MPUB", topic)
-        except NSQError as error:
-            return fail(error)
-        bodies = list(bodies)
-        if not bodies:
-            return fail(NSQError("E_BAD_BODY", "MPUB invalid message count 0", fatal=False))
-        return self._command(codec.mpub(topic, bodies))
-
-    def deferred_publish(self, topic: str, delay: float, body: bytes) -> "Deferred[None]":
-        """DPUB one message delivered ``delay`` seconds from now; as :meth:`publish`."""
-        try:
-            codec.check_topic("DPUB", topic)
-        except NSQError as error:
-            return fail(error)
-        if delay < 0:
-            return fail(NSQError("E_INVALID", "DPUB timeout %r out of range" % (delay,), fatal=False))
-        return self._command(codec.dpub(topic, int(round(delay * 1000)), body))
-
-    def send_rdy(self, count: int) -> None:
-        """
-        RDY: let nsqd send up to ``count`` messages at once; ignored unless
-        the connection is ready.
-
-        :raises ValueError: ``count`` outside ``0..max_rdy_count`` (nsqd
-            would drop the connection).
-        """
-        if not 0 <= count <= self.max_rdy_count:
-            raise ValueError("RDY %d outside 0..%d" % (count, self.max_rdy_count))
-        if self._state != STATE_READY:
-            return
-        self.rdy_count = count
-        self._write(codec.rdy(count))
+    def connection_lost(self, error: NSQConnectionError) -> None:
+        """The connection is gone: fail every command waiting; ignore FIN, REQ, TOUCH from now on."""
+        self._lost = True
+        self.accepting = False
+        pending, self._pending = self._pending, deque()
+        for waiting, _ in pending:
+            waiting.errback(Failure(error))
 
     # -- MessageDelegate ---------------------------------------------------------
 
@@ -143,31 +161,33 @@ class ConnectionCommands:
                 " (nsqd requeues its messages)",
                 verb=verb,
                 id=message.id.decode("ascii", "replace"),
-                address=self.address,
+                address=self._connection.address,
             )
         return True
 
     def on_finish(self, message: Message) -> None:
-        """Send FIN for ``message`` and tell the delegate."""
+        """Send FIN for ``message`` and tell the connection's delegate."""
         if self._ignored_after_close("FIN", message):
             return
         self._write(codec.fin(message.id))
-        self.in_flight -= 1
-        self.delegate.on_message_finished(self, message)  # type: ignore[arg-type]  # the mixin is an NSQConnection
-        if self._draining:
-            self._maybe_finish_closing()
+        connection = self._connection
+        connection.in_flight -= 1
+        connection.delegate.on_message_finished(connection, message)
+        if self.draining:
+            self._settled()
 
     def on_requeue(self, message: Message, delay: Optional[float], backoff: bool) -> None:
         """Send REQ for ``message`` (``delay`` ``None``: go-nsq's computed delay)."""
         if self._ignored_after_close("REQ", message):
             return
+        connection = self._connection
         if delay is None:
-            delay = self.config.requeue_delay(message.attempts)
+            delay = connection.config.requeue_delay(message.attempts)
         self._write(codec.req(message.id, int(round(delay * 1000))))
-        self.in_flight -= 1
-        self.delegate.on_message_requeued(self, message, backoff)  # type: ignore[arg-type]
-        if self._draining:
-            self._maybe_finish_closing()
+        connection.in_flight -= 1
+        connection.delegate.on_message_requeued(connection, message, backoff)
+        if self.draining:
+            self._settled()
 
     def on_touch(self, message: Message) -> None:
         """Send TOUCH for ``message``."""

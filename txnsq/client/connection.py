@@ -9,12 +9,14 @@ A connection goes through the handshake's states (identifying, tls,
 compression, auth: :class:`txnsq.protocol.handshake.ClientHandshake`, whose
 steps this module carries out), then *ready*: :func:`connect`'s Deferred
 fires and SUB, PUB, MPUB, DPUB, RDY, FIN, REQ and TOUCH may be sent
-(:mod:`txnsq.client.commands`); then *closing* and *closed*
-(:mod:`txnsq.client.closing`). Once ready, frames go through
+(:mod:`txnsq.client.commands`); then *closing* (a clean :meth:`NSQConnection.close`:
+CLS, CLOSE_WAIT, the messages in flight answered, each wait bounded) and
+*closed*.  Once ready, frames go through
 :class:`txnsq.protocol.frames.FrameParser` in bulk.
 
 Responses (``OK``, ``CLOSE_WAIT``, ``E_*``) answer commands in the order
-they were sent, so they are matched to a queue of waiting Deferreds.  The
+they were sent, so they are matched to a queue of waiting Deferreds (kept
+by the connection's :class:`ConnectionCommands <txnsq.client.commands.ConnectionCommands>`).  The
 three non-fatal errors (``E_FIN_FAILED``, ``E_REQ_FAILED``,
 ``E_TOUCH_FAILED``) answer FIN/REQ/TOUCH, which wait for nothing, so they
 never take a waiting command's place: they go to
@@ -29,10 +31,9 @@ re-arms itself from the time of the last read.
 from __future__ import annotations
 
 import struct
-from collections import deque
-from typing import Any, Deque, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
-from twisted.internet.defer import CancelledError, Deferred
+from twisted.internet.defer import CancelledError, Deferred, fail
 from twisted.internet.error import ConnectingCancelledError
 from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from twisted.internet.protocol import Factory, Protocol
@@ -40,7 +41,6 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 
 from txnsq.addresses import client_endpoint, split_host_port
-from txnsq.client.closing import ConnectionClosing
 from txnsq.client.commands import ConnectionCommands
 from txnsq.client.config import ConnectionConfig
 from txnsq.client.delegate import ConnectionDelegate, NSQConnectionError, NullDelegate
@@ -48,6 +48,7 @@ from txnsq.client.message import Message
 from txnsq.client.states import (
     NEGOTIATING,
     STATE_CLOSED,
+    STATE_CLOSING,
     STATE_CONNECTING,
     STATE_IDENTIFYING,
     STATE_NAMES,
@@ -83,7 +84,7 @@ DEFAULT_MAX_RDY_COUNT = 2500
 _unpack_prefix = struct.Struct(">qH").unpack_from
 
 
-class NSQConnection(ConnectionCommands, ConnectionClosing, Protocol):
+class NSQConnection(Protocol):
     """
     A V2 client connection to one nsqd.
 
@@ -128,7 +129,6 @@ class NSQConnection(ConnectionCommands, ConnectionClosing, Protocol):
         self.subscribed = False
         self._state = STATE_CONNECTING
         self._ready: "Deferred[NSQConnection]" = Deferred(self._cancel_connect)
-        self._pending: Deque[Tuple["Deferred[None]", bytes]] = deque()
         self._parser = FrameParser(config.max_frame_size)
         self._shake = ClientHandshake(
             config.identify_body(),
@@ -145,12 +145,12 @@ class NSQConnection(ConnectionCommands, ConnectionClosing, Protocol):
         self._read_call: Optional[IDelayedCall] = None
         self._close_call: Optional[IDelayedCall] = None
         self._tls_abort_call: Optional[IDelayedCall] = None
-        self._draining = False
         self._disconnecting = False
         self._closed_waiters: List["Deferred[None]"] = []
         self._drop_reason: Optional[Failure] = None
         self._lost = False
-        self._late_ack_logged = False
+        # The commands sent and their answers; the messages' delegate.
+        self._commands = ConnectionCommands(self, self._write, self._refusal, self._maybe_finish_closing)
 
     def __repr__(self) -> str:
         return "<NSQConnection %s %s>" % (self.address, STATE_NAMES[self._state])
@@ -173,6 +173,94 @@ class NSQConnection(ConnectionCommands, ConnectionClosing, Protocol):
         :class:`NSQConnectionError`.  Only one caller may wait (``connect``).
         """
         return self._ready
+
+    def _refusal(self) -> str:
+        """Why commands may not be sent now, for the error: the state, or ``closing`` once dropped."""
+        return STATE_NAMES[self._state] if self._drop_reason is None else "closing"
+
+    # -- commands ----------------------------------------------------------------
+
+    def subscribe(self, topic: str, channel: str) -> "Deferred[None]":
+        """
+        SUB: fires once subscribed; fails with :class:`NSQError`
+        (``E_BAD_TOPIC``, ``E_BAD_CHANNEL`` checked before sending,
+        ``E_INVALID`` when already subscribed, or nsqd's answer) or
+        :class:`NSQConnectionError`.
+        """
+        try:
+            codec.check_topic("SUB", topic)
+            codec.check_channel("SUB", channel)
+        except NSQError as error:
+            return fail(error)
+        if self._sub_sent:
+            return fail(NSQError("E_INVALID", "cannot SUB in current state", fatal=False))
+        waiting = self._commands.send(codec.sub(topic, channel))
+        if self._state == STATE_READY:
+            self._sub_sent = True
+
+        def subscribed(result: None) -> None:
+            self.subscribed = True
+
+        return waiting.addCallback(subscribed)
+
+    def publish(self, topic: str, body: bytes) -> "Deferred[None]":
+        """PUB one message; fires on OK, fails with :class:`NSQError` or :class:`NSQConnectionError`."""
+        try:
+            codec.check_topic("PUB", topic)
+        except NSQError as error:
+            return fail(error)
+        return self._commands.send(codec.pub(topic, body))
+
+    def multi_publish(self, topic: str, bodies: List[bytes]) -> "Deferred[None]":
+        """MPUB several messages at once (atomically); as :meth:`publish`."""
+        try:
+            codec.check_topic("MPUB", topic)
+        except NSQError as error:
+            return fail(error)
+        bodies = list(bodies)
+        if not bodies:
+            return fail(NSQError("E_BAD_BODY", "MPUB invalid message count 0", fatal=False))
+        return self._commands.send(codec.mpub(topic, bodies))
+
+    def deferred_publish(self, topic: str, delay: float, body: bytes) -> "Deferred[None]":
+        """DPUB one message delivered ``delay`` seconds from now; as :meth:`publish`."""
+        try:
+            codec.check_topic("DPUB", topic)
+        except NSQError as error:
+            return fail(error)
+        if delay < 0:
+            return fail(NSQError("E_INVALID", "DPUB timeout %r out of range" % (delay,), fatal=False))
+        return self._commands.send(codec.dpub(topic, int(round(delay * 1000)), body))
+
+    def send_rdy(self, count: int) -> None:
+        """
+        RDY: let nsqd send up to ``count`` messages at once; ignored unless
+        the connection is ready.
+
+        :raises ValueError: ``count`` outside ``0..max_rdy_count`` (nsqd
+            would drop the connection).
+        """
+        if not 0 <= count <= self.max_rdy_count:
+            raise ValueError("RDY %d outside 0..%d" % (count, self.max_rdy_count))
+        if self._state != STATE_READY:
+            return
+        self.rdy_count = count
+        self._write(codec.rdy(count))
+
+    # A MessageDelegate too, as before; the messages read here answer
+    # through the commands directly.
+
+    def on_finish(self, message: Message) -> None:
+        """Send FIN for ``message`` and tell the delegate."""
+        self._commands.on_finish(message)
+
+    def on_requeue(self, message: Message, delay: Optional[float], backoff: bool) -> None:
+        """Send REQ for ``message`` (``delay`` ``None``: go-nsq's computed delay)."""
+        self._commands.on_requeue(message, delay, backoff)
+
+    def on_touch(self, message: Message) -> None:
+        """Send TOUCH for ``message``."""
+        self._commands.on_touch(message)
 
     # -- Protocol ------------------------------------------------------------
 
@@ -235,7 +323,7 @@ class NSQConnection(ConnectionCommands, ConnectionClosing, Protocol):
     def connectionLost(self, reason: Failure = None) -> None:  # type: ignore[assignment]
         """
         Fail what waits (pending commands with :class:`NSQConnectionError`,
-        or ``connect``), tell the delegate once, fire :meth:`close <txnsq.client.closing.ConnectionClosing.close>`'s
+        or ``connect``), tell the delegate once, fire :meth:`close`'s
         Deferreds.
         """
         if self._lost:
@@ -254,9 +342,7 @@ class NSQConnection(ConnectionCommands, ConnectionClosing, Protocol):
         error = NSQConnectionError(
             "connection to nsqd %s lost: %s" % (self.address, why.getErrorMessage()), why
         )
-        pending, self._pending = self._pending, deque()
-        for waiting, _ in pending:
-            waiting.errback(Failure(error))
+        self._commands.connection_lost(error)
         # nsqd requeues whatever was in flight on a lost connection; none of
         # it can be answered any more.
         self.in_flight = 0
@@ -343,6 +429,7 @@ class NSQConnection(ConnectionCommands, ConnectionClosing, Protocol):
 
     def _become_ready(self) -> None:
         self._state = STATE_READY
+        self._commands.accepting = self._drop_reason is None
         if self.config.heartbeat_interval < 0:
             # No heartbeats: an idle connection receives nothing, rightly.
             call, self._read_call = self._read_call, None
@@ -362,13 +449,14 @@ class NSQConnection(ConnectionCommands, ConnectionClosing, Protocol):
         """Dispatch frames of a ready connection (the hot path)."""
         delegate = self.delegate
         address = self.address
+        commands = self._commands
         for frame_type, data in frames:
             if frame_type == FRAME_TYPE_MESSAGE:
                 if len(data) < MESSAGE_HEADER_LENGTH:
                     self._protocol_violation("message frame of %d bytes" % (len(data),))
                     return
                 timestamp, attempts = _unpack_prefix(data, 0)
-                message = Message(data[10:26], data[26:], timestamp, attempts, address, self)
+                message = Message(data[10:26], data[26:], timestamp, attempts, address, commands)
                 self.in_flight += 1
                 self.last_message_time = self._last_read
                 try:
@@ -379,29 +467,16 @@ class NSQConnection(ConnectionCommands, ConnectionClosing, Protocol):
                 if data == HEARTBEAT:
                     self._write(codec.nop())
                 else:
-                    self._response(data)
+                    # A command's answer; a wrong one drops the connection.
+                    problem = commands.answer(data)
+                    if problem is not None:
+                        self._protocol_violation(problem)
             elif frame_type == FRAME_TYPE_ERROR:
                 self._error(codec.parse_error(data))
             else:
                 self._protocol_violation("unknown frame type %d" % (frame_type,))
             if self._drop_reason is not None or self._lost:
                 return
-
-    def _response(self, data: bytes) -> None:
-        if not self._pending:
-            self._log.warn(
-                "nsqd {address} answered {data!r} to no command", address=self.address, data=data[:64]
-            )
-            return
-        waiting, expected = self._pending.popleft()
-        if data != expected:
-            waiting.errback(
-                Failure(NSQConnectionError("nsqd %s answered %r, expected %r" % (self.address, data[:64], expected)))
-            )
-            self._protocol_violation("unexpected response %r" % (data[:64],))
-            return
-        waiting.callback(None)
-        self._maybe_finish_closing()
 
     def _error(self, error: NSQError) -> None:
         if not error.fatal:
@@ -411,10 +486,7 @@ class NSQConnection(ConnectionCommands, ConnectionClosing, Protocol):
         # command sent after the one it refused: stop using it now rather
         # than send more into it.
         self._drop(error, abort=False)
-        if self._pending:
-            waiting, _ = self._pending.popleft()
-            waiting.errback(Failure(error))
-        else:
+        if not self._commands.fail_oldest(error):
             self._report_error(error)
 
     def _report_error(self, error: NSQError) -> None:
@@ -434,6 +506,118 @@ class NSQConnection(ConnectionCommands, ConnectionClosing, Protocol):
             self.transport.write(data)  # type: ignore[union-attr]
         else:
             self.transport.write(encoder.encode(data))  # type: ignore[union-attr]
+
+    # -- closing -----------------------------------------------------------------
+
+    def close(self) -> "Deferred[None]":
+        """
+        Close cleanly; fires once the connection is gone (never fails).
+
+        No command may be sent any more.  A subscribed connection sends CLS
+        and waits for CLOSE_WAIT, then for the messages in flight to be
+        answered (at most nsqd's message timeout, after which nsqd requeues
+        them anyway); any connection waits for the answers to commands
+        already sent.  Those waits are bounded by ``close_timeout``.  Then
+        the transport is closed (a TLS one is aborted if the server does not
+        answer the close_notify within ``close_timeout``).
+        """
+        done: "Deferred[None]" = Deferred()
+        if self._lost:
+            done.callback(None)
+            return done
+        self._closed_waiters.append(done)
+        if self._state == STATE_CLOSING or self._disconnecting:
+            return done
+        if self._state < STATE_READY:
+            if self.transport is None:
+                # Never connected: there is nothing to close.
+                self._closed_waiters.remove(done)
+                done.callback(None)
+            else:
+                self._drop(NSQConnectionError("connection to nsqd %s closed while connecting" % (self.address,)))
+            return done
+        self._state = STATE_CLOSING
+        self._commands.accepting = False
+        self._close_call = self.clock.callLater(self.config.close_timeout, self._disconnect)
+        if self._sub_sent:
+            self._commands.close_wait()
+        else:
+            self._maybe_finish_closing()
+        return done
+
+    def _maybe_finish_closing(self) -> None:
+        """While closing: disconnect once nothing is awaited any more."""
+        commands = self._commands
+        if self._state != STATE_CLOSING or self._disconnecting or commands.waiting:
+            return
+        if self.in_flight > 0:
+            if not commands.draining:
+                commands.draining = True
+                call, self._close_call = self._close_call, None
+                if call is not None and call.active():
+                    call.cancel()
+                msg_timeout = self.identify_response.get("msg_timeout")
+                wait = msg_timeout / 1000.0 if isinstance(msg_timeout, (int, float)) and msg_timeout > 0 else 60.0
+                self._close_call = self.clock.callLater(wait, self._disconnect)
+            return
+        self._disconnect()
+
+    def _disconnect(self) -> None:
+        """Close the transport (after pending writes); bound a TLS shutdown."""
+        if self._disconnecting or self._lost:
+            return
+        self._disconnecting = True
+        call, self._close_call = self._close_call, None
+        if call is not None and call.active():
+            call.cancel()
+        # The last FIN may still be held back by the read being handled.
+        self._flush_batch()
+        self.transport.loseConnection()  # type: ignore[union-attr]
+        if self.tls:
+            # Twisted's TLS waits for the peer's close_notify, which a
+            # server may never send.
+            self._tls_abort_call = self.clock.callLater(self.config.close_timeout, self._abort)
+
+    def _abort(self) -> None:
+        self._tls_abort_call = None
+        if not self._lost:
+            self.transport.abortConnection()  # type: ignore[union-attr]
+
+    def _check_read(self) -> None:
+        """The read deadline: drop a connection silent for ``read_timeout``."""
+        self._read_call = None
+        timeout = self.config.read_timeout
+        idle = self.clock.seconds() - self._last_read
+        if idle >= timeout:
+            self._drop(
+                NSQConnectionError("no data from nsqd %s for %gs (read timeout)" % (self.address, timeout))
+            )
+            return
+        self._read_call = self.clock.callLater(timeout - idle, self._check_read)
+
+    def _protocol_violation(self, what: str) -> None:
+        self._drop(NSQConnectionError("protocol error from nsqd %s: %s" % (self.address, what)))
+
+    def _drop(self, error: Exception, abort: bool = True) -> None:
+        """
+        End the connection because of ``error``, which becomes the reason
+        given to everything waiting (at ``connectionLost``); nothing more
+        is read or sent.
+
+        :param abort: abort at once (bad data); else close after what was
+            written (nsqd is closing the connection itself).
+        """
+        if self._drop_reason is not None or self._lost:
+            return
+        self._drop_reason = Failure(error)
+        self._commands.accepting = False
+        if not isinstance(error, NSQError):
+            self._log.info("dropping connection to nsqd {address}: {error}", address=self.address, error=str(error))
+        if abort:
+            self.transport.abortConnection()  # type: ignore[union-attr]
+        else:
+            self._disconnect()
+
 
 class _ConnectionFactory(Factory):
     """Builds the one :class:`NSQConnection` of a :func:`connect` call."""

@@ -57,7 +57,7 @@ class Message:
     :ivar timestamp: when it was published, in nanoseconds since the epoch.
     :ivar attempts: how many times it has been delivered, this one included.
     :ivar nsqd_address: ``host:port`` of the nsqd it came from.
-    :ivar delegate: what sends the answers (the connection).
+    :ivar delegate: what sends the answers (the connection's commands).
     """
 
     __slots__ = ("id", "body", "timestamp", "attempts", "nsqd_address", "delegate", "_state", "_async")

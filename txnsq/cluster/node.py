@@ -91,6 +91,8 @@ _Plan = Tuple[List[RouteProtocol], List[_Group], Dict[int, bytes]]
 class _Dialer:
     """One route URL we dial, and redial while no route to its server is up."""
 
+    _log = Logger()
+
     def __init__(self, node: RouteNode, url: str, seed: bool) -> None:
         self.node = node
         self.url = url
@@ -125,7 +127,7 @@ class _Dialer:
 
     def _failed(self, failure: Any) -> None:
         if self.attempts == 1 or self.attempts % 60 == 0:
-            self.node._log.info(
+            self._log.info(
                 "NATS route {url}: cannot connect ({error}), retrying every {interval}s",
                 url=self.url,
                 error=failure.getErrorMessage(),

@@ -20,7 +20,8 @@ import sys
 import threading
 import traceback
 from collections import Counter
-from typing import Any, Callable, List, Sequence, Tuple
+from types import FrameType
+from typing import Any, Callable, Dict, List, Sequence, Tuple
 
 __all__ = [
     "ProfilerBusy",
@@ -34,12 +35,17 @@ __all__ = [
 ]
 
 
+def _thread_frames() -> Dict[int, FrameType]:
+    """Every thread's current frame, by thread id (the one reach into ``sys``'s privates)."""
+    return sys._current_frames()
+
+
 def thread_stacks(full: bool) -> str:
     """
     Every thread's stack, innermost call first: each thread on its own
     (``goroutine?debug=2``) or identical stacks counted together.
     """
-    frames = sys._current_frames()
+    frames = _thread_frames()
     names = {thread.ident: thread for thread in threading.enumerate()}
     entries: List[Tuple[str, List[str]]] = []
     for ident, frame in frames.items():
@@ -190,7 +196,7 @@ def pprof_index() -> bytes:
     """The ``/debug/pprof/`` page, in the shape of Go's."""
     rows = []
     counts = {
-        "goroutine": str(len(sys._current_frames())),
+        "goroutine": str(len(_thread_frames())),
         "threadcreate": str(threading.active_count()),
     }
     for name, link, _ in _PPROF_PROFILES:

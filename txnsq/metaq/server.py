@@ -334,7 +334,7 @@ class MetaqServerProtocol(Protocol):
         reply = encode_put_result(msg_id, partition, offset, opaque)
         gate = self.server.mirror_gate
         if gate is not None:
-            waiter = _MirroredPut(self, reply, opaque)
+            waiter = _MirroredPut(self._mirrored_answer, reply, opaque)
             if gate(request.topic, waiter) and not waiter.answered:
                 # Later requests wait for the reply, as for the auth servers.
                 waiter.parked = True
@@ -345,6 +345,14 @@ class MetaqServerProtocol(Protocol):
                 return True
         self._write(reply)
         return True
+
+    def _mirrored_answer(self, data: bytes, parked: bool) -> None:
+        """A put's answer out of the mirror gate; the requests held behind it run next."""
+        if self._closed:
+            return
+        self._write(data)
+        if parked:
+            self._resume()
 
     def _offset(self, request: OffsetRequest) -> bool:
         if self.server.auth is not None:
@@ -528,10 +536,12 @@ class _MirroredPut:
     are left live (the message is stored here: outcome unknown).
     """
 
-    __slots__ = ("_protocol", "_reply", "_opaque", "answered", "parked")
+    __slots__ = ("_deliver", "_reply", "_opaque", "answered", "parked")
 
-    def __init__(self, protocol: MetaqServerProtocol, reply: bytes, opaque: int) -> None:
-        self._protocol = protocol
+    def __init__(self, deliver: Callable[[bytes, bool], None], reply: bytes, opaque: int) -> None:
+        # The connection's: deliver(answer, parked) writes the answer, and
+        # runs the requests held behind a parked one.
+        self._deliver = deliver
         self._reply = reply
         self._opaque = opaque
         self.answered = False
@@ -550,12 +560,7 @@ class _MirroredPut:
         if self.answered:
             return
         self.answered = True
-        protocol = self._protocol
-        if protocol._closed:
-            return
-        protocol._write(data)
-        if self.parked:
-            protocol._resume()
+        self._deliver(data, self.parked)
 
 
 #: What :meth:`MetaqServerProtocol._authorize` decides.

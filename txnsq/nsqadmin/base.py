@@ -116,7 +116,7 @@ class AdminBase(GoRouter):
 
     def _redirect(self, request: IRequest, method: str, path: str) -> bytes:
         """httprouter's redirect, to the path under the base path."""
-        return GoRouter._redirect(self, request, method, self.link(path))
+        return super()._redirect(request, method, self.link(path))
 
     # -- cross-site request forgery -------------------------------------------------
 
@@ -178,7 +178,7 @@ class AdminBase(GoRouter):
             request.setHeader(b"X-Frame-Options", b"DENY")
             request.setHeader(b"Content-Security-Policy", b"frame-ancestors 'none'")
             return self._reply(request, code, body, HTML_CONTENT_TYPE)
-        return GoRouter._render(self, request, route, code, data)
+        return super()._render(request, route, code, data)
 
     def _dispatch(
         self, request: IRequest, route: Route, params: Dict[str, str], started: float

@@ -132,7 +132,7 @@ class Broker:
             topic = self.topics[name] = Topic(self, name)
             if not topic.ephemeral and self.retention.retained_on_creation(name):
                 topic.set_retention(self.retention.defaults())
-            self._topology_changed()
+            self.topology_changed()
             for listener in list(self._listeners):
                 self._tell(listener.topic_created, topic)
             prepare = self.prepare_topic
@@ -204,7 +204,7 @@ class Broker:
         topic = self.topics.pop(name)
         channels = list(topic.channels.values())
         topic.delete()
-        self._topology_changed()
+        self.topology_changed()
         # Channels first, then the topic: a lookupd that sees the topic go
         # while it still lists channels of it warns of an "unexpected
         # UNREGISTER" (Go's nsqd sends them in no fixed order).
@@ -229,11 +229,11 @@ class Broker:
         write), or ``None``: nsqd is unhealthy while this is set.
         """
         for topic in self.topics.values():
-            error = topic._queue.error
+            error = topic.queue.error
             if error is not None:
                 return error
             for channel in topic.channels.values():
-                error = channel._queue.error
+                error = channel.queue.error
                 if error is not None:
                     return error
         return None
@@ -277,8 +277,11 @@ class Broker:
         self._drain_timer = self.clock.callLater(grace, self._drain_over)
         return done
 
-    def _channel_idle(self) -> None:
-        """A channel that stopped delivering has nothing left in flight."""
+    def channel_idle(self) -> None:
+        """
+        Called by a channel that stopped delivering once it has nothing
+        left in flight: :meth:`drain` may be over.
+        """
         if self._drained is not None and not self.in_flight_count():
             self._drain_over()
 
@@ -300,20 +303,25 @@ class Broker:
         for topic in list(self.topics.values()):
             topic.close()
 
-    def _topology_changed(self) -> None:
+    def topology_changed(self) -> None:
+        """
+        Called by the topics and channels after a change the metadata
+        keeps (a pause, retention turned on): tells
+        :attr:`on_topology_change`.
+        """
         callback = self.on_topology_change
         if callback is not None:
             callback()
 
-    def _channel_created(self, topic: Topic, channel: Channel) -> None:
-        """Called by ``topic`` once it made ``channel``."""
-        self._topology_changed()
+    def channel_created(self, topic: Topic, channel: Channel) -> None:
+        """Called by ``topic`` once it made ``channel``: tells the listeners."""
+        self.topology_changed()
         for listener in list(self._listeners):
             self._tell(listener.channel_created, topic, channel)
 
-    def _channel_deleted(self, topic: Topic, channel: Channel) -> None:
-        """Called by ``topic`` once it deleted ``channel``."""
-        self._topology_changed()
+    def channel_deleted(self, topic: Topic, channel: Channel) -> None:
+        """Called by ``topic`` once it deleted ``channel``: tells the listeners."""
+        self.topology_changed()
         for listener in list(self._listeners):
             self._tell(listener.channel_deleted, topic, channel)
 
@@ -324,7 +332,7 @@ class Broker:
         except Exception:
             self._log.failure("topology listener {event!r} failed", event=event)
 
-    def _ephemeral_topic_empty(self, topic: Topic) -> None:
-        """An ephemeral topic lost its last channel: delete it."""
+    def ephemeral_topic_empty(self, topic: Topic) -> None:
+        """Called by an ephemeral topic that lost its last channel: delete it."""
         if self.topics.get(topic.name) is topic:
             self.delete_topic(topic.name)

@@ -167,6 +167,9 @@ class Channel:
     :ivar e2e_latency: publish-to-FIN latencies over the last
         ``--e2e-processing-latency-window-time``, or ``None`` without
         ``--e2e-processing-latency-percentile``.
+    :ivar queue: the storage backend's queue (``IBackendQueue``) of the
+        messages waiting for delivery; read it, do not put to it (the
+        topic checks its ``error`` and ``limit`` before a publish).
     """
 
     def __init__(self, topic: Topic, name: str) -> None:
@@ -178,9 +181,11 @@ class Channel:
         self.clock: Any = broker.clock  # IReactorTime
         self.ephemeral = is_ephemeral(name)
         storage = broker.ephemeral_storage if self.ephemeral else broker.storage
-        self._queue: Any = storage.open_queue(  # IBackendQueue
+        self.queue: Any = storage.open_queue(  # IBackendQueue
             topic.name + ":" + name, broker.options, broker.clock
         )
+        # The same queue: this module's name for it, and the mirror's.
+        self._queue: Any = self.queue
         self.consumers: Dict[Any, None] = {}
         self.paused = False
         self.exiting = False
@@ -374,7 +379,7 @@ class Channel:
             self.requeue_count += len(mine)
             self._check_idle()
         if not self.consumers and self.ephemeral:
-            self.topic._ephemeral_channel_empty(self)
+            self.topic.ephemeral_channel_empty(self)
             return
         self._pump()
 
@@ -528,13 +533,13 @@ class Channel:
     def pause(self) -> None:
         """Stop delivering messages (in-flight ones are unaffected)."""
         self.paused = True
-        self.topic.broker._topology_changed()
+        self.topic.broker.topology_changed()
         self._mirror_change("pause")
 
     def unpause(self) -> None:
         """Deliver messages again."""
         self.paused = False
-        self.topic.broker._topology_changed()
+        self.topic.broker.topology_changed()
         self._mirror_change("unpause")
         self._pump()
 
@@ -782,7 +787,7 @@ class Channel:
             if not self._deferred:
                 self._cancel_timer()
             if self._stopped:
-                self.topic.broker._channel_idle()
+                self.topic.broker.channel_idle()
 
     def _freed(self, consumer: Consumer) -> None:
         """The consumer has one message less in flight: maybe deliver."""

@@ -2,36 +2,35 @@
 """
 The V2 commands as nsqd runs them, for one connection: the dispatch loop
 over the parser's commands, each command's handler with Go nsqd's checks
-in Go's order, the PUB runs published together, and the auth checks (the
-auth server's query holding commands until it answers).
+in Go's order, the PUB runs published together, and the auth checks
+(:class:`txnsq.nsqd.authorizing.AuthGate`, which holds commands while the
+auth server is asked).
 
-:class:`V2Commands` is mixed into :class:`txnsq.nsqd.tcp.NSQDProtocol`,
-which owns the transport, the output buffer and the timers; the handshake's
-rules (IDENTIFY, upgrades, AUTH) are :class:`txnsq.protocol.handshake.ServerHandshake`'s.
-The handlers run on the hot path (PUB, FIN, RDY): they are methods of the
-connection itself, with no hop between objects per command.
+:class:`V2Commands` is a part of :class:`txnsq.nsqd.tcp.NSQDProtocol`,
+made by it and handed the bytes it reads; the connection owns the
+transport, the output buffer, the timers and the state that the channel
+and stats read (``state``, ``channel``, the counters), which the handlers
+set.  The handshake's rules (IDENTIFY, upgrades, AUTH) are
+:class:`txnsq.protocol.handshake.ServerHandshake`'s.  The handlers run on
+the hot path (PUB, FIN, RDY): one call from the connection per read, then
+plain method calls.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple
+from typing import TYPE_CHECKING, Callable, Dict, List, Optional
 
 from txnsq.nsqd.authorizing import AuthGate
 from txnsq.nsqd.channel import InFlightError, SubscribeError
 from txnsq.nsqd.mirror import StandbysUnavailable
 from txnsq.nsqd.topic import PublishError
 from txnsq.protocol.errors import LineTooLong, ProtocolError, protocol_error
-from txnsq.protocol.frames import CLOSE_WAIT_FRAME, FRAME_TYPE_ERROR, OK_FRAME, encode_frame
-from txnsq.protocol.handshake import Send, ServerHandshake, StartCompression, StartTLS
-from txnsq.protocol.identify import Identity
+from txnsq.protocol.frames import CLOSE_WAIT_FRAME, OK_FRAME
+from txnsq.protocol.handshake import ServerHandshake
 from txnsq.protocol.v2 import Command, V2CommandParser, parse_fin, parse_rdy, parse_req, parse_sub, parse_touch
 
 if TYPE_CHECKING:
-    from twisted.internet.interfaces import IReactorTime, ITransport
-
-    from txnsq.nsqd.broker import Broker
-    from txnsq.nsqd.channel import Channel
-    from txnsq.nsqd.features import ServerFeatures
+    from txnsq.nsqd.tcp import NSQDProtocol
     from txnsq.nsqd.topic import Topic
 
 __all__ = ["STATE_CLOSED", "STATE_CLOSING", "STATE_INIT", "STATE_SUBSCRIBED", "V2Commands"]
@@ -45,65 +44,44 @@ STATE_CLOSED = 3
 _MAX_RUN = 1024
 
 
-class V2Commands(AuthGate):
+class V2Commands:
     """
-    The command side of an nsqd connection (a mixin of
-    :class:`txnsq.nsqd.tcp.NSQDProtocol`, which sets the attributes below
-    and provides the output and connection methods).
+    The command side of one nsqd connection.
+
+    :param connection: the connection whose commands these are; the
+        handlers write through it (``write``, ``send_error``) and set its
+        ``state``, ``channel``, ``ready_count`` and counters.
+    :param shake: the connection's handshake rules (IDENTIFY, TLS policy,
+        AUTH).
+
+    :ivar parser: the V2 command parser the read bytes go to.
     """
 
-    if TYPE_CHECKING:
-        transport: ITransport
-        broker: Broker
-        clock: IReactorTime
-        features: ServerFeatures
-        state: int
-        channel: Optional[Channel]
-        identity: Optional[Identity]
-        ready_count: int
-        in_flight_count: int
-        msg_timeout: float
-        sample_rate: int
-        finish_count: int
-        requeue_count: int
-        pub_counts: Dict[str, int]
-        client_id: str
-        hostname: str
-        user_agent: str
-        heartbeat_interval: float
-        tls: bool
-        snappy: bool
-        deflate: bool
-        _shake: ServerHandshake
-        _parser: V2CommandParser
-        _handlers: Dict[bytes, Callable[[Command], None]]
-        _dead: bool
-        _blocked: bool
-        _held_command: Optional[Command]
-        _auth_query: Any
-        _mpub_topic: Optional[Topic]
-        _run_name: bytes
-        _run_topic: Optional[Topic]
-        _run_bodies: List[bytes]
-        _out: List[bytes]
-        _out_size: int
-        _out_limit: int
-        _unconfirmed: List[Tuple[int, "Topic", bytes]]
-        _encoder: Any
-        _decoder: Any
-
-        def _write(self, data: bytes) -> None: ...
-        def flush_output(self) -> None: ...
-        def _abort(self) -> None: ...
-        def _peer(self) -> str: ...
-        def _schedule_heartbeat(self) -> None: ...
-        def _start_tls(self) -> None: ...
-        def send_message(self, data: bytes) -> None: ...
-        def _mirror_published(self, verb: bytes) -> None: ...
-
-    def _command_handlers(self) -> Dict[bytes, Callable[[Command], None]]:
-        """The handler of each V2 command."""
-        return {
+    def __init__(self, connection: NSQDProtocol, shake: ServerHandshake) -> None:
+        broker = connection.broker
+        options = broker.options
+        features = connection.features
+        self.connection = connection
+        self.broker = broker
+        self._shake = shake
+        self._features = features
+        self._auth = AuthGate(connection, shake, self._resume)
+        self.parser = V2CommandParser(
+            max_msg_size=options.max_msg_size,
+            max_body_size=options.max_body_size,
+            max_req_timeout_ms=int(options.max_req_timeout * 1000),
+            precheck=self._precheck,
+            # Only when needed: the hook takes PUB off the parser's fast path.
+            early_check=self._early_check if features.tls_required else None,
+        )
+        # The topic of the MPUB whose body is being read.
+        self._mpub_topic: Optional[Topic] = None
+        # A run of PUBs to one topic in this read, published together
+        # (_publish_run) before any other command runs or the read ends.
+        self._run_name = b""
+        self._run_topic: Optional[Topic] = None
+        self._run_bodies: List[bytes] = []
+        self._handlers: Dict[bytes, Callable[[Command], None]] = {
             b"FIN": self._fin,
             b"RDY": self._rdy,
             b"REQ": self._req,
@@ -115,31 +93,52 @@ class V2Commands(AuthGate):
             b"SUB": self._sub,
             b"CLS": self._cls,
             b"IDENTIFY": self._identify,
-            b"AUTH": self._auth,
+            b"AUTH": self._auth.auth,
         }
+
+    def received(self, data: bytes) -> None:
+        """Bytes read (decompressed): run every complete command, unless one waits for the auth server."""
+        self.parser.feed(data)
+        self._run()
+
+    def connection_lost(self) -> None:
+        """The connection is gone: forget a pending auth query."""
+        self._auth.cancel()
+
+    def _resume(self, held: Optional[Command]) -> None:
+        """The auth server answered: run the held command, then the rest."""
+        if held is not None:
+            try:
+                self._handlers[held.name](held)
+            except ProtocolError as error:
+                self.connection.send_error(error)
+                return
+        self._run()
 
     def _run(self) -> None:
         """Run every complete command, unless one waits for the auth server."""
-        parser = self._parser
+        connection = self.connection
+        parser = self.parser
         handlers = self._handlers
         shake = self._shake
+        auth = self._auth
         # The messages the commands of this read make room for (FIN, REQ,
         # RDY) go out together when they are done.
-        channel = self.channel
+        channel = connection.channel
         if channel is not None:
             channel.hold()
         try:
-            while not self._dead and not self._blocked:
+            while not connection.dead and not auth.waiting:
                 # A non-fatal error (E_FIN_FAILED, E_REQ_FAILED, ...) is
                 # answered and the commands after it run, as Go's IOLoop
-                # goes on; a fatal one closes the connection (_dead).
+                # goes on; a fatal one closes the connection (dead).
                 try:
                     if channel is not None:
                         fin_ids = parser.next_fin_ids()
                         if fin_ids:
                             if self._run_topic is not None:
                                 self._publish_run()
-                                if self._dead:
+                                if connection.dead:
                                     return
                             self._finish_all(fin_ids)
                             continue
@@ -151,7 +150,7 @@ class V2Commands(AuthGate):
                     # in order after the run's OKs.
                     if self._run_topic is not None and name != b"PUB":
                         self._publish_run()
-                        if self._dead:
+                        if connection.dead:
                             return
                     # Go's order: the TLS policy, then the command's own
                     # checks, an unknown command included.
@@ -164,15 +163,15 @@ class V2Commands(AuthGate):
                 except ProtocolError as error:
                     if self._run_topic is not None:
                         self._publish_run()
-                        if self._dead:
+                        if connection.dead:
                             return
-                    self._send_error(error)
+                    connection.send_error(error)
         except LineTooLong:
             # Go's 16 KiB read buffer overflows: it drops the connection
             # without a word (the PUBs before the long line are answered).
             if self._run_topic is not None:
                 self._publish_run()
-            self._abort()
+            connection.abort()
         finally:
             if self._run_topic is not None:
                 self._publish_run()
@@ -182,12 +181,6 @@ class V2Commands(AuthGate):
     def _early_check(self, name: bytes, params: List[bytes]) -> None:
         """Go's check before a body command's line: the TLS policy."""
         self._shake.check_tls(name)
-
-    def _send_error(self, error: ProtocolError) -> None:
-        self._write(encode_frame(FRAME_TYPE_ERROR, error.frame_data()))
-        if error.fatal:
-            self._log.info("client({peer}) - {error}", peer=self._peer(), error=error)
-            self._abort()
 
     def _precheck(self, name: bytes, params: List[bytes]) -> bool:
         """
@@ -205,14 +198,14 @@ class V2Commands(AuthGate):
             # body, and gets (so creates) the topic then: an MPUB whose body
             # turns out bad leaves the topic behind.
             topic_name = params[0].decode("ascii")
-            if self.features.auth is not None and not self._check_auth(
+            if self._features.auth is not None and not self._auth.check_auth(
                 "MPUB", topic_name, "", lambda: self._mpub_get_topic(topic_name)
             ):
                 return False
             self._mpub_topic = self.broker.get_topic(topic_name)
             return True
         if name == b"IDENTIFY" or name == b"AUTH":
-            self._shake.check_initial(name, self.state == STATE_INIT)
+            self._shake.check_initial(name, self.connection.state == STATE_INIT)
         return True
 
     def _mpub_get_topic(self, topic_name: str) -> None:
@@ -221,7 +214,7 @@ class V2Commands(AuthGate):
         self._mpub_topic = self.broker.get_topic(topic_name)
 
     def _require_state(self, verb: str, *states: int) -> None:
-        if self.state not in states:
+        if self.connection.state not in states:
             raise protocol_error("E_INVALID", "cannot %s in current state" % (verb,))
 
     # -- commands --------------------------------------------------------
@@ -232,62 +225,39 @@ class V2Commands(AuthGate):
     def _identify(self, command: Command) -> None:
         assert isinstance(command.body, bytes)
         identity, steps = self._shake.identify(command.body)
-        self.identity = identity
-        self.client_id = identity.client_id
-        self.hostname = identity.hostname
-        self.user_agent = identity.user_agent
-        self.msg_timeout = identity.msg_timeout
-        self.sample_rate = identity.sample_rate
-        self.heartbeat_interval = identity.heartbeat_interval
-        self._schedule_heartbeat()
-        if identity.output_buffer_size <= 0 or identity.output_buffer_timeout <= 0:
-            self._out_limit = 0  # buffering disabled: encode every frame at once
-        else:
-            self._out_limit = identity.output_buffer_size
-        # The reply, then the upgrades in Go's order, each confirmed by an
-        # OK sent through it: TLS, then compression on top.
-        for step in steps:
-            if isinstance(step, Send):
-                self._write(step.data)
-            elif isinstance(step, StartTLS):
-                self._start_tls()
-            elif isinstance(step, StartCompression):
-                # What came before goes out uncompressed.
-                self.flush_output()
-                self._encoder = step.encoder
-                self._decoder = step.decoder
-                self.snappy = step.name == "snappy"
-                self.deflate = step.name == "deflate"
+        self.connection.identified(identity, steps)
 
     def _sub(self, command: Command) -> None:
         self._require_state("SUB", STATE_INIT)
-        if self.heartbeat_interval <= 0:
+        connection = self.connection
+        if connection.heartbeat_interval <= 0:
             raise protocol_error("E_INVALID", "cannot SUB with heartbeats disabled")
         topic_name, channel_name = parse_sub(command.params)
-        if not self._authorized(command, topic_name, channel_name):
+        if not self._auth.authorized(command, topic_name, channel_name):
             return
         channel = self.broker.get_topic(topic_name).get_channel(channel_name)
         try:
-            channel.add_consumer(self)
+            channel.add_consumer(connection)
         except SubscribeError as error:
             raise protocol_error("E_SUB_FAILED", "SUB failed %s" % (error,))
-        self.channel = channel
-        self.state = STATE_SUBSCRIBED
-        self._write(OK_FRAME)
+        connection.channel = channel
+        connection.state = STATE_SUBSCRIBED
+        connection.write(OK_FRAME)
 
     def _rdy(self, command: Command) -> None:
-        if self.state == STATE_CLOSING:
+        connection = self.connection
+        if connection.state == STATE_CLOSING:
             # Go ignores readiness changes from a client that sent CLS.
             return
         self._require_state("RDY", STATE_SUBSCRIBED)
         count = parse_rdy(command.params, self.broker.options.max_rdy_count)
-        self.ready_count = count
-        assert self.channel is not None
-        self.channel.consumer_ready(self)
+        connection.ready_count = count
+        assert connection.channel is not None
+        connection.channel.consumer_ready(connection)
 
     def _fin(self, command: Command) -> None:
         # Go's order: the state, then the parameters.
-        state = self.state
+        state = self.connection.state
         if state != STATE_SUBSCRIBED and state != STATE_CLOSING:
             self._require_state("FIN", STATE_SUBSCRIBED, STATE_CLOSING)
         self._finish_all([parse_fin(command.params)])
@@ -298,44 +268,47 @@ class V2Commands(AuthGate):
         order; a failed one is answered with its error and the others still
         count, as if each had been a command of its own.
         """
-        state = self.state
+        connection = self.connection
+        state = connection.state
         if state != STATE_SUBSCRIBED and state != STATE_CLOSING:
             self._require_state("FIN", STATE_SUBSCRIBED, STATE_CLOSING)
-        channel = self.channel
+        channel = connection.channel
         assert channel is not None
         finish = channel.finish
         finished = 0
         for msg_id in msg_ids:
             try:
-                finish(self, msg_id)
+                finish(connection, msg_id)
             except InFlightError as error:
-                self._send_error(protocol_error(
+                connection.send_error(protocol_error(
                     "E_FIN_FAILED", b"FIN " + msg_id + b" failed " + str(error).encode()
                 ))
                 continue
             finished += 1
-        self.finish_count += finished
+        connection.finish_count += finished
 
     def _req(self, command: Command) -> None:
         self._require_state("REQ", STATE_SUBSCRIBED, STATE_CLOSING)
         msg_id, timeout_ms = parse_req(
             command.params, int(self.broker.options.max_req_timeout * 1000)
         )
-        assert self.channel is not None
+        connection = self.connection
+        assert connection.channel is not None
         try:
-            self.channel.requeue(self, msg_id, timeout_ms / 1000.0)
+            connection.channel.requeue(connection, msg_id, timeout_ms / 1000.0)
         except InFlightError as error:
             raise protocol_error(
                 "E_REQ_FAILED", b"REQ " + msg_id + b" failed " + str(error).encode()
             )
-        self.requeue_count += 1
+        connection.requeue_count += 1
 
     def _touch(self, command: Command) -> None:
         self._require_state("TOUCH", STATE_SUBSCRIBED, STATE_CLOSING)
         msg_id = parse_touch(command.params)
-        assert self.channel is not None
+        connection = self.connection
+        assert connection.channel is not None
         try:
-            self.channel.touch(self, msg_id)
+            connection.channel.touch(connection, msg_id)
         except InFlightError as error:
             raise protocol_error(
                 "E_TOUCH_FAILED",
@@ -344,9 +317,10 @@ class V2Commands(AuthGate):
 
     def _cls(self, command: Command) -> None:
         self._require_state("CLS", STATE_SUBSCRIBED)
-        self.state = STATE_CLOSING
-        self.ready_count = 0
-        self._write(CLOSE_WAIT_FRAME)
+        connection = self.connection
+        connection.state = STATE_CLOSING
+        connection.ready_count = 0
+        connection.write(CLOSE_WAIT_FRAME)
 
     def _pub(self, command: Command) -> None:
         """
@@ -359,7 +333,7 @@ class V2Commands(AuthGate):
         raw_name = command.params[0]
         if self._run_topic is not None:
             if raw_name == self._run_name:
-                if self.features.auth is not None and not self._authorized(
+                if self._features.auth is not None and not self._auth.authorized(
                     command, raw_name.decode("ascii"), ""
                 ):
                     return
@@ -369,10 +343,10 @@ class V2Commands(AuthGate):
                     self._publish_run()
                 return
             self._publish_run()
-            if self._dead:
+            if self.connection.dead:
                 return
         name = raw_name.decode("ascii")
-        if not self._authorized(command, name, ""):
+        if not self._auth.authorized(command, name, ""):
             return
         # Got (so created) now, as Go's PUB does before it publishes.
         self._run_topic = self.broker.get_topic(name)
@@ -392,8 +366,9 @@ class V2Commands(AuthGate):
         assert topic is not None
         self._run_topic = None
         self._run_bodies = []
+        connection = self.connection
         name = topic.name
-        counts = self.pub_counts
+        counts = connection.pub_counts
         try:
             if len(bodies) == 1:
                 topic.publish(bodies[0])
@@ -402,7 +377,7 @@ class V2Commands(AuthGate):
                 topic.publish_many(bodies)
         except StandbysUnavailable as error:
             # Refused as a whole, before anything was stored.
-            self._send_error(protocol_error("E_PUB_FAILED", "PUB failed %s" % (error,)))
+            connection.send_error(protocol_error("E_PUB_FAILED", "PUB failed %s" % (error,)))
             return
         except PublishError:
             for done, body in enumerate(bodies):
@@ -412,57 +387,14 @@ class V2Commands(AuthGate):
                     if done:
                         counts[name] = counts.get(name, 0) + done
                         if topic.mirror is not None:
-                            self._mirror_published(b"PUB")
-                        self._answer_published(topic, b"PUB", OK_FRAME * done)
-                    self._send_error(protocol_error("E_PUB_FAILED", "PUB failed %s" % (error,)))
+                            connection.mirror_published(b"PUB")
+                        connection.answer_published(topic, b"PUB", OK_FRAME * done)
+                    connection.send_error(protocol_error("E_PUB_FAILED", "PUB failed %s" % (error,)))
                     return
         counts[name] = counts.get(name, 0) + len(bodies)
         if topic.mirror is not None:
-            self._mirror_published(b"PUB")
-        self._answer_published(topic, b"PUB", OK_FRAME * len(bodies))
-
-    def _answer_published(self, topic: "Topic", verb: bytes, answer: bytes) -> None:
-        """
-        Write the ``OK`` (``answer``) of a ``verb`` (PUB, MPUB, DPUB) to
-        ``topic``; with ``--mem-queue-size=0`` its place is marked, for
-        :meth:`_confirm_published` to check once the barrier wrote it.
-        """
-        if self.broker.barrier is not None:
-            unconfirmed = self._unconfirmed
-            # A later answer to the same topic needs no mark: the first
-            # one's is before it, and an error cuts the output there.
-            if not unconfirmed or unconfirmed[-1][1] is not topic:
-                unconfirmed.append((len(self._out), topic, verb))
-        self._write(answer)
-
-    def _confirm_published(self, out: List[bytes], unconfirmed: List[Tuple[int, "Topic", bytes]]) -> bool:
-        """
-        After the barrier, before ``out`` (the output taken from
-        ``_out``) is written: the publishes answered in it whose records
-        could not be written (a full disk; :meth:`Topic.write_error`) are
-        not on disk, so their ``OK`` must not leave.  The output before
-        the first of them stays; in place of its answer goes Go's fatal
-        error for its command (``E_PUB_FAILED PUB failed <error>``,
-        ``E_MPUB_FAILED``, ``E_DPUB_FAILED``), and nothing after it.  The
-        queue keeps the messages in memory and writes them once writing
-        works again, so their outcome is unknown to the producer, as for
-        any publish answered with an error after it was stored.
-
-        :return: whether ``out`` now ends with that error (the caller
-            closes the connection once it is written).
-        """
-        for index, topic, verb in unconfirmed:
-            if index > len(out):
-                break
-            error = topic.write_error()
-            if error is not None:
-                del out[index:]
-                name = verb.decode("ascii")
-                failure = protocol_error("E_%s_FAILED" % (name,), "%s failed %s" % (name, error))
-                out.append(encode_frame(FRAME_TYPE_ERROR, failure.frame_data()))
-                self._log.info("client({peer}) - {error}", peer=self._peer(), error=failure)
-                return True
-        return False
+            connection.mirror_published(b"PUB")
+        connection.answer_published(topic, b"PUB", OK_FRAME * len(bodies))
 
     def _mpub(self, command: Command) -> None:
         bodies = command.body
@@ -476,25 +408,27 @@ class V2Commands(AuthGate):
             topic.publish_many(bodies)
         except PublishError as error:
             raise protocol_error("E_MPUB_FAILED", "MPUB failed %s" % (error,))
-        counts = self.pub_counts
+        connection = self.connection
+        counts = connection.pub_counts
         counts[name] = counts.get(name, 0) + len(bodies)
         if topic.mirror is not None:
-            self._mirror_published(b"MPUB")
-        self._answer_published(topic, b"MPUB", OK_FRAME)
+            connection.mirror_published(b"MPUB")
+        connection.answer_published(topic, b"MPUB", OK_FRAME)
 
     def _dpub(self, command: Command) -> None:
         body = command.body
         assert isinstance(body, bytes)
         name = command.params[0].decode("ascii")
-        if not self._authorized(command, name, ""):
+        if not self._auth.authorized(command, name, ""):
             return
         topic = self.broker.get_topic(name)
         try:
             topic.publish_deferred(body, command.defer_ms / 1000.0)
         except PublishError as error:
             raise protocol_error("E_DPUB_FAILED", "DPUB failed %s" % (error,))
-        counts = self.pub_counts
+        connection = self.connection
+        counts = connection.pub_counts
         counts[name] = counts.get(name, 0) + 1
         if topic.mirror is not None:
-            self._mirror_published(b"DPUB")
-        self._answer_published(topic, b"DPUB", OK_FRAME)
+            connection.mirror_published(b"DPUB")
+        connection.answer_published(topic, b"DPUB", OK_FRAME)

@@ -151,7 +151,7 @@ class LookupPeerProtocol(Protocol):
         self.dropped = False
 
     def connectionMade(self) -> None:
-        self._peer._connection_made(self)
+        self._peer.connection_made(self)
 
     def send(self, command: bytes) -> None:
         """Write one command; its reply is awaited in order."""
@@ -168,7 +168,7 @@ class LookupPeerProtocol(Protocol):
             try:
                 reply = self._parser.next_response()
             except ProtocolError as error:
-                self._peer._log.error(
+                self._peer.log.error(
                     "LOOKUPD({address}): {error}", address=self._peer.address, error=error
                 )
                 self.drop()
@@ -176,7 +176,7 @@ class LookupPeerProtocol(Protocol):
             if reply is None:
                 return
             if not self._unanswered:
-                self._peer._log.error(
+                self._peer.log.error(
                     "LOOKUPD({address}): unexpected reply {reply!r}; reconnecting",
                     address=self._peer.address,
                     reply=reply[:100],
@@ -185,7 +185,7 @@ class LookupPeerProtocol(Protocol):
                 return
             command = self._unanswered.popleft()
             self._rearm()
-            self._peer._reply(self, command, reply)
+            self._peer.reply_received(self, command, reply)
 
     def drop(self) -> None:
         """Give the connection up (the peer reconnects); replies are ignored from now on."""
@@ -201,7 +201,7 @@ class LookupPeerProtocol(Protocol):
         self.dropped = True
         self._cancel_timer()
         self._unanswered.clear()
-        self._peer._connection_lost(self)
+        self._peer.connection_lost(self)
 
     def _rearm(self) -> None:
         # The next command in line gets a full timeout from now: replies
@@ -212,7 +212,7 @@ class LookupPeerProtocol(Protocol):
 
     def _timed_out(self) -> None:
         self._timer = None
-        self._peer._log.error(
+        self._peer.log.error(
             "LOOKUPD({address}): {command} - no reply within {timeout}s; reconnecting",
             address=self._peer.address,
             command=_describe(self._unanswered[0]) if self._unanswered else "",
@@ -247,7 +247,7 @@ class _LoggingEndpoint:
         self._endpoint: Any = endpoint
 
     def connect(self, factory: Any) -> "Deferred[Any]":
-        self._peer._log.info("LOOKUP connecting to {address}", address=self._peer.address)
+        self._peer.log.info("LOOKUP connecting to {address}", address=self._peer.address)
         return self._endpoint.connect(factory)  # type: ignore[no-any-return]
 
 
@@ -276,7 +276,8 @@ class LookupPeer(Service):
         ``None`` before any.
     """
 
-    _log = Logger()
+    #: Where the peer, its connections and its connection attempts log.
+    log = Logger()
     reply_timeout = REPLY_TIMEOUT
     ping_interval = PING_INTERVAL
 
@@ -352,7 +353,7 @@ class LookupPeer(Service):
         connection = self._connection()
         if connection is None:
             return False
-        self._log.info(
+        self.log.info(
             "LOOKUPD({address}): {branch}{command}",
             address=self.address,
             branch=branch + " " if branch else "",
@@ -365,32 +366,35 @@ class LookupPeer(Service):
         """Send a heartbeat (Go's every 15 s) when identified."""
         connection = self._connection()
         if connection is not None:
-            self._log.debug("LOOKUPD({address}): sending heartbeat", address=self.address)
+            self.log.debug("LOOKUPD({address}): sending heartbeat", address=self.address)
             connection.send(PING)
 
     # -- from the connection ---------------------------------------------
 
-    def _connection_made(self, connection: LookupPeerProtocol) -> None:
+    def connection_made(self, connection: LookupPeerProtocol) -> None:
+        """``connection`` is up: send the magic and IDENTIFY."""
         connection.transport.write(MAGIC_V1)  # type: ignore[union-attr]
         try:
             identify = encode_identify(self._identify())
         except Exception:
-            self._log.failure("LOOKUPD({address}): cannot build IDENTIFY", address=self.address)
+            self.log.failure("LOOKUPD({address}): cannot build IDENTIFY", address=self.address)
             connection.drop()
             return
         connection.send(identify)
 
-    def _connection_lost(self, connection: LookupPeerProtocol) -> None:
+    def connection_lost(self, connection: LookupPeerProtocol) -> None:
+        """``connection`` is gone: no more commands go through it."""
         if self._identified is connection:
             self._identified = None
             if self.running:
-                self._log.warn("LOOKUPD({address}): connection lost", address=self.address)
+                self.log.warn("LOOKUPD({address}): connection lost", address=self.address)
 
-    def _reply(self, connection: LookupPeerProtocol, command: bytes, reply: bytes) -> None:
+    def reply_received(self, connection: LookupPeerProtocol, command: bytes, reply: bytes) -> None:
+        """The lookupd answered ``command`` on ``connection`` with ``reply``."""
         if command.startswith(_IDENTIFY_PREFIX):
             self._identify_reply(connection, reply)
         elif reply != b"OK":
-            self._log.error(
+            self.log.error(
                 "LOOKUPD({address}): {command} - {reply}",
                 address=self.address,
                 command=_describe(command),
@@ -399,7 +403,7 @@ class LookupPeer(Service):
 
     def _identify_reply(self, connection: LookupPeerProtocol, reply: bytes) -> None:
         if reply.startswith(b"E_"):
-            self._log.info(
+            self.log.info(
                 "LOOKUPD({address}): lookupd returned {reply}",
                 address=self.address,
                 reply=reply.decode("utf-8", "replace"),
@@ -409,7 +413,7 @@ class LookupPeer(Service):
         try:
             info = LookupdInfo.from_reply(reply)
         except ValueError:
-            self._log.error(
+            self.log.error(
                 "LOOKUPD({address}): parsing response - {reply}",
                 address=self.address,
                 reply=reply.decode("utf-8", "replace"),
@@ -417,12 +421,12 @@ class LookupPeer(Service):
             connection.drop()
             return
         self.info = info
-        self._log.info("LOOKUPD({address}): peer info {info!r}", address=self.address, info=info)
+        self.log.info("LOOKUPD({address}): peer info {info!r}", address=self.address, info=info)
         if not info.broadcast_address:
-            self._log.error("LOOKUPD({address}): no broadcast address", address=self.address)
+            self.log.error("LOOKUPD({address}): no broadcast address", address=self.address)
         self._identified = connection
         for topic, channel in list(self._registrations()):
-            self._log.info(
+            self.log.info(
                 "LOOKUPD({address}): {command}",
                 address=self.address,
                 command=_describe(encode_register(topic, channel)),

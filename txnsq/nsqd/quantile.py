@@ -195,6 +195,18 @@ class Quantile:
         self._expire()
         return self._current_count + self._previous_count
 
+    def window(self) -> Tuple[int, Tuple[Dict[int, int], Dict[int, int]]]:
+        """
+        The samples in the window now: how many, and their counts by
+        bucket index, in two dicts (the window's two halves) that the
+        caller must not change.
+        """
+        self._expire()
+        return (
+            self._current_count + self._previous_count,
+            (self._current, self._previous),
+        )
+
     def result(self) -> QuantileResult:
         """The configured percentiles over the window now."""
         return aggregate([self])
@@ -240,13 +252,13 @@ def aggregate(quantiles: Iterable[Quantile]) -> QuantileResult:
     total = 0
     percentiles: Optional[Tuple[float, ...]] = None
     for quantile in quantiles:
-        quantile._expire()
         if percentiles is None:
             percentiles = quantile.percentiles
-        for counts in (quantile._current, quantile._previous):
+        count, halves = quantile.window()
+        for counts in halves:
             for index, number in counts.items():
                 merged[index] = merged.get(index, 0) + number
-        total += quantile._current_count + quantile._previous_count
+        total += count
     if percentiles is None:
         return EMPTY_RESULT
     values: List[Tuple[float, int]] = []

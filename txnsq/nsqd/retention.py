@@ -466,7 +466,7 @@ class Retention:
         backend's, else one of this broker's own (so that a sync never
         blocks the reactor thread, whatever the queues' storage).
         """
-        shared = getattr(storage, "_sync_worker", None)
+        shared = getattr(storage, "sync_worker", None)
         if shared is not None:
             worker: SyncWorker = shared()
             return worker

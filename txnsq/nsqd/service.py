@@ -461,6 +461,10 @@ def freeze_startup_objects() -> None:
         freeze()
 
 
+#: Where the console script logs why nsqd cannot start.
+_console_log = Logger()
+
+
 def _console_service(options: NSQDOptions, reactor: Any) -> NSQDService:
     """
     The console script's :class:`NSQDService`, its data directory open.
@@ -471,13 +475,13 @@ def _console_service(options: NSQDOptions, reactor: Any) -> NSQDService:
     try:
         service = NSQDService.fromOptions(options, reactor)
     except TLSConfigError as error:
-        NSQDService._log.critical(
+        _console_log.critical(
             "failed to instantiate nsqd - failed to build TLS config - {error}", error=error
         )
         sys.exit(1)
     try:
         service.open_data()
     except DataPathError as error:
-        service._log.critical("failed to instantiate nsqd - {error}", error=error)
+        _console_log.critical("failed to instantiate nsqd - {error}", error=error)
         sys.exit(1)
     return service

@@ -352,7 +352,7 @@ def _channel_stats(
     return ChannelStats(
         channel_name=channel.name,
         depth=channel.depth(),
-        backend_depth=_backend_depth(channel._queue),
+        backend_depth=_backend_depth(channel.queue),
         in_flight_count=channel.in_flight_count,
         deferred_count=channel.deferred_count,
         message_count=channel.message_count,
@@ -377,7 +377,7 @@ def _topic_stats(topic: Topic, channels: List[ChannelStats]) -> TopicStats:
         topic_name=topic.name,
         channels=channels,
         depth=topic.depth(),
-        backend_depth=_backend_depth(topic._queue),
+        backend_depth=_backend_depth(topic.queue),
         message_count=topic.message_count,
         message_bytes=topic.message_bytes,
         paused=topic.paused,

@@ -5,9 +5,10 @@ broker calls, broker events become frames on the transport.
 
 The parsing lives in :mod:`txnsq.protocol.v2`, the handshake's rules in
 :mod:`txnsq.protocol.handshake`, the commands in :mod:`txnsq.nsqd.commands`
-and the queueing in the broker core; this module keeps the connection's
-life: reads (through the compression decoder), the output buffer (through
-the encoder), TLS, heartbeats and the read deadline.
+(a part each connection makes and hands its reads to) and the queueing in
+the broker core; this module keeps the connection's life: reads (through
+the compression decoder), the output buffer (through the encoder), TLS,
+heartbeats and the read deadline.
 """
 
 from __future__ import annotations
@@ -30,17 +31,18 @@ from txnsq.nsqd.mirror_hold import MirrorHold
 from txnsq.nsqd.output import scheduler_for
 from txnsq.nsqd.tls import cipher_suite_name, tls_version_name
 from txnsq.protocol.compression import CompressionError
-from txnsq.protocol.frames import HEARTBEAT_FRAME
-from txnsq.protocol.handshake import BadMagic
+from txnsq.protocol.errors import ProtocolError, protocol_error
+from txnsq.protocol.frames import FRAME_TYPE_ERROR, HEARTBEAT_FRAME, encode_frame
+from txnsq.protocol.handshake import BadMagic, Send, StartCompression, StartTLS, Step
 from txnsq.protocol.handshake.server import BAD_PROTOCOL_FRAME, MAGIC_V2
 from txnsq.protocol.identify import DEFAULT_OUTPUT_BUFFER_SIZE, Identity
 from txnsq.protocol import message as _message
-from txnsq.protocol.v2 import Command, V2CommandParser
 
 if TYPE_CHECKING:
     from txnsq.nsqd.broker import Broker
     from txnsq.nsqd.channel import Channel
     from txnsq.nsqd.topic import Topic
+    from txnsq.protocol.auth import AuthState
 
 __all__ = ["BAD_PROTOCOL_FRAME", "MAGIC_V2", "NSQDFactory", "NSQDProtocol", "ServerFeatures"]
 __all__ += ["STATE_CLOSED", "STATE_CLOSING", "STATE_INIT", "STATE_SUBSCRIBED"]
@@ -71,13 +73,23 @@ _compiled_message_frame = None if _message.compiled is None else _message.messag
 
 
 @implementer(IHandshakeListener)
-class NSQDProtocol(V2Commands, MirrorHold, Protocol):
+class NSQDProtocol(MirrorHold, Protocol):
     """
     One client connection speaking NSQ's V2 protocol.
 
     It is also the broker's consumer for the channel it subscribes to:
     ``ready_count``, ``in_flight_count``, ``msg_timeout`` and
     :meth:`send_message` are what :class:`txnsq.nsqd.channel.Channel` uses.
+    Its commands (:class:`txnsq.nsqd.commands.V2Commands`) set ``state``,
+    ``channel``, ``ready_count`` and the counters, and write through
+    :meth:`write` and :meth:`send_error`.
+
+    :ivar state: ``STATE_INIT``, ``STATE_SUBSCRIBED``, ``STATE_CLOSING``
+        (after CLS) or ``STATE_CLOSED``.
+    :ivar channel: the channel subscribed to, or ``None``.
+    :ivar identity: what the client sent in IDENTIFY, or ``None``.
+    :ivar dead: nothing more is read or run: the connection is being
+        dropped, or is gone.
     """
 
     _log = Logger()
@@ -132,26 +144,10 @@ class NSQDProtocol(V2Commands, MirrorHold, Protocol):
         self._flusher = scheduler_for(clock)
         # IDENTIFY, the upgrades and AUTH's authorizations.
         self._shake = features.handshake(options)
-        # Commands held while the auth server is asked.
+        # Reading is paused while the auth server is asked (pause_reading);
+        # MirrorHold leaves it paused then.
         self._blocked = False
-        self._held_command: Optional[Command] = None
-        # The topic of the MPUB whose body is being read.
-        self._mpub_topic: Optional[Topic] = None
-        # A run of PUBs to one topic in this read, published together
-        # (_publish_run) before any other command runs or the read ends.
-        self._run_name = b""
-        self._run_topic: Optional[Topic] = None
-        self._run_bodies: List[bytes] = []
-        self._auth_query: Any = None  # Deferred of a pending auth query
-        self._parser = V2CommandParser(
-            max_msg_size=options.max_msg_size,
-            max_body_size=options.max_body_size,
-            max_req_timeout_ms=int(options.max_req_timeout * 1000),
-            precheck=self._precheck,
-            # Only when needed: the hook takes PUB off the parser's fast path.
-            early_check=self._early_check if features.tls_required else None,
-        )
-        self._dead = False
+        self.dead = False
         self._init_mirror_hold()
         self._heartbeat_call: Optional[IDelayedCall] = None
         self._read_deadline_call: Optional[IDelayedCall] = None
@@ -159,7 +155,7 @@ class NSQDProtocol(V2Commands, MirrorHold, Protocol):
         self._handshake_call: Optional[IDelayedCall] = None
         self._tls_close_call: Optional[IDelayedCall] = None
         self._last_read = 0.0
-        self._handlers = self._command_handlers()
+        self._commands = V2Commands(self, self._shake)
 
     # -- connection life -------------------------------------------------
 
@@ -177,20 +173,18 @@ class NSQDProtocol(V2Commands, MirrorHold, Protocol):
 
     def connectionLost(self, reason: Failure = None) -> None:  # type: ignore[assignment]
         """Leave the channel (requeueing in-flight messages) and stop timers."""
-        self._dead = True
+        self.dead = True
         self.state = STATE_CLOSED
         self._cancel_timers()
         for call in (self._handshake_call, self._tls_close_call):
             if call is not None and call.active():
                 call.cancel()
         self._handshake_call = self._tls_close_call = None
-        query, self._auth_query = self._auth_query, None
-        if query is not None:
-            query.cancel()
+        self._commands.connection_lost()
         if self.tls and reason is not None and _is_tls_failure(reason):
             self._log.info(
                 "client({peer}) TLS failed: {error}",
-                peer=self._peer(),
+                peer=self.peer_name(),
                 error=reason.getErrorMessage(),
             )
         if self.channel is not None:
@@ -202,7 +196,7 @@ class NSQDProtocol(V2Commands, MirrorHold, Protocol):
 
     def dataReceived(self, data: bytes) -> None:
         """Feed bytes to the command parser and run every complete command."""
-        if self._dead:
+        if self.dead:
             return
         if self._mirror_held:
             self._hold_input(data)
@@ -222,31 +216,30 @@ class NSQDProtocol(V2Commands, MirrorHold, Protocol):
                 return
         decoder = self._decoder
         if decoder is None:
-            self._parser.feed(data)
-            self._run()
+            self._commands.received(data)
             return
+        commands = self._commands
         try:
             for piece in decoder.decode_iter(data):
-                self._parser.feed(piece)
-                self._run()
-                if self._dead:
+                commands.received(piece)
+                if self.dead:
                     return
         except CompressionError as error:
             self._log.info(
                 "client({peer}) - corrupt compressed data: {error}",
-                peer=self._peer(),
+                peer=self.peer_name(),
                 error=error,
             )
-            self._abort()
+            self.abort()
 
     def _read_magic(self, data: bytes) -> bytes:
         """Consume the 4-byte protocol magic; return the bytes after it."""
         try:
             return self._shake.receive_magic(data)
         except BadMagic as error:
-            self._log.info("client({peer}) bad protocol magic {magic!r}", peer=self._peer(), magic=error.magic)
+            self._log.info("client({peer}) bad protocol magic {magic!r}", peer=self.peer_name(), magic=error.magic)
             self.transport.write(BAD_PROTOCOL_FRAME)
-            self._abort()
+            self.abort()
             return b""
 
     def _tls_connection(self) -> Any:
@@ -298,11 +291,64 @@ class NSQDProtocol(V2Commands, MirrorHold, Protocol):
             self._has_output = True
             self._flusher.has_output(self)
 
+    # -- for the commands --------------------------------------------------
+
+    def identified(self, identity: Identity, steps: List[Step]) -> None:
+        """
+        IDENTIFY was accepted: take the client's settings (names, message
+        timeout, sampling, heartbeats, output buffering), then write the
+        reply and start the upgrades in Go's order, each confirmed by an
+        OK sent through it: TLS, then compression on top.
+        """
+        self.identity = identity
+        self.client_id = identity.client_id
+        self.hostname = identity.hostname
+        self.user_agent = identity.user_agent
+        self.msg_timeout = identity.msg_timeout
+        self.sample_rate = identity.sample_rate
+        self.heartbeat_interval = identity.heartbeat_interval
+        self._schedule_heartbeat()
+        if identity.output_buffer_size <= 0 or identity.output_buffer_timeout <= 0:
+            self._out_limit = 0  # buffering disabled: encode every frame at once
+        else:
+            self._out_limit = identity.output_buffer_size
+        for step in steps:
+            if isinstance(step, Send):
+                self.write(step.data)
+            elif isinstance(step, StartTLS):
+                self._start_tls()
+            elif isinstance(step, StartCompression):
+                # What came before goes out uncompressed.
+                self.flush_output()
+                self._encoder = step.encoder
+                self._decoder = step.decoder
+                self.snappy = step.name == "snappy"
+                self.deflate = step.name == "deflate"
+
+    def pause_reading(self) -> None:
+        """Stop reading while the auth server is asked (commands wait)."""
+        self._blocked = True
+        self.transport.pauseProducing()  # type: ignore[attr-defined]
+
+    def resume_reading(self) -> None:
+        """The auth server answered: read again."""
+        self._blocked = False
+        self.transport.resumeProducing()  # type: ignore[attr-defined]
+
+    def mirror_published(self, verb: bytes) -> None:
+        """A ``verb`` (PUB, MPUB, DPUB) to a mirrored topic is about to be answered (see MirrorHold)."""
+        self._mirror_published(verb)
+
+    @property
+    def auth_state(self) -> Optional[AuthState]:
+        """The authorizations of the last AUTH, else ``None``."""
+        return self._shake.auth_state
+
     def close(self) -> None:
         """The channel was deleted or closed: disconnect, as Go nsqd does."""
         self.channel = None
-        if self.transport is not None and not self._dead:
-            self._abort()
+        if self.transport is not None and not self.dead:
+            self.abort()
 
     def handshakeCompleted(self) -> None:
         """The TLS handshake is done: the handshake deadline no longer applies."""
@@ -331,16 +377,17 @@ class NSQDProtocol(V2Commands, MirrorHold, Protocol):
         self._handshake_call = None
         self._log.info(
             "client({peer}) TLS handshake timed out after {seconds}s",
-            peer=self._peer(),
+            peer=self.peer_name(),
             seconds=TLS_HANDSHAKE_TIMEOUT,
         )
-        self._dead = True
+        self.dead = True
         self._cancel_timers()
         self._abort_transport()
 
     # -- helpers ---------------------------------------------------------
 
-    def _peer(self) -> str:
+    def peer_name(self) -> str:
+        """The client's ``host:port``, for log lines."""
         peer: Optional[IAddress] = self.transport.getPeer() if self.transport else None
         host = getattr(peer, "host", None)
         port = getattr(peer, "port", None)
@@ -348,7 +395,7 @@ class NSQDProtocol(V2Commands, MirrorHold, Protocol):
             return str(peer)
         return "%s:%s" % (host, port)
 
-    def _write(self, data: bytes) -> None:
+    def write(self, data: bytes) -> None:
         """Write a frame (buffered until the read or reactor turn ends)."""
         self._out.append(data)
         self._out_size += len(data)
@@ -357,6 +404,50 @@ class NSQDProtocol(V2Commands, MirrorHold, Protocol):
         elif not self._has_output:
             self._has_output = True
             self._flusher.has_output(self)
+
+    def answer_published(self, topic: Topic, verb: bytes, answer: bytes) -> None:
+        """
+        Write the ``OK`` (``answer``) of a ``verb`` (PUB, MPUB, DPUB) to
+        ``topic``; with ``--mem-queue-size=0`` its place is marked, for
+        :meth:`_confirm_published` to check once the barrier wrote it.
+        """
+        if self.broker.barrier is not None:
+            unconfirmed = self._unconfirmed
+            # A later answer to the same topic needs no mark: the first
+            # one's is before it, and an error cuts the output there.
+            if not unconfirmed or unconfirmed[-1][1] is not topic:
+                unconfirmed.append((len(self._out), topic, verb))
+        self.write(answer)
+
+    def _confirm_published(self, out: List[bytes], unconfirmed: List[Tuple[int, Topic, bytes]]) -> bool:
+        """
+        After the barrier, before ``out`` (the output taken from
+        ``_out``) is written: the publishes answered in it whose records
+        could not be written (a full disk, a failed fsync;
+        :meth:`Topic.write_error`) are not on disk, so their ``OK`` must
+        not leave.  The output before the first of them stays; in place of
+        its answer goes Go's fatal error for its command (``E_PUB_FAILED
+        PUB failed <error>``, ``E_MPUB_FAILED``, ``E_DPUB_FAILED``), and
+        nothing after it.  The queue keeps the messages in memory and
+        writes them once writing works again, so their outcome is unknown
+        to the producer, as for any publish answered with an error after
+        it was stored.
+
+        :return: whether ``out`` now ends with that error (the caller
+            closes the connection once it is written).
+        """
+        for index, topic, verb in unconfirmed:
+            if index > len(out):
+                break
+            error = topic.write_error()
+            if error is not None:
+                del out[index:]
+                name = verb.decode("ascii")
+                failure = protocol_error("E_%s_FAILED" % (name,), "%s failed %s" % (name, error))
+                out.append(encode_frame(FRAME_TYPE_ERROR, failure.frame_data()))
+                self._log.info("client({peer}) - {error}", peer=self.peer_name(), error=failure)
+                return True
+        return False
 
     def flush_output(self) -> None:
         """Write what is buffered, through the compression encoder if any."""
@@ -386,11 +477,21 @@ class NSQDProtocol(V2Commands, MirrorHold, Protocol):
         encoder = self._encoder
         self.transport.write(data if encoder is None else encoder.encode(data))
         if failed:
-            self._abort()
+            self.abort()
 
-    def _abort(self) -> None:
+    def send_error(self, error: ProtocolError) -> None:
+        """Write an error frame; a fatal error closes the connection after it."""
+        self.write(encode_frame(FRAME_TYPE_ERROR, error.frame_data()))
+        if error.fatal:
+            self._log.info("client({peer}) - {error}", peer=self.peer_name(), error=error)
+            self.abort()
+
+    # MirrorHold's name for it.
+    _send_error = send_error
+
+    def abort(self) -> None:
         """Stop reading and close once pending writes are flushed."""
-        self._dead = True
+        self.dead = True
         self._cancel_timers()
         self.disconnect()
 
@@ -417,7 +518,7 @@ class NSQDProtocol(V2Commands, MirrorHold, Protocol):
         self._heartbeat_call = self.clock.callLater(
             self.heartbeat_interval, self._heartbeat
         )
-        self._write(HEARTBEAT_FRAME)
+        self.write(HEARTBEAT_FRAME)
 
     def _check_read_deadline(self) -> None:
         # Rather than resetting a timer on every read, the deadline timer
@@ -432,10 +533,10 @@ class NSQDProtocol(V2Commands, MirrorHold, Protocol):
         self._read_deadline_call = None
         self._log.info(
             "client({peer}) sent nothing for {seconds}s, closing",
-            peer=self._peer(),
+            peer=self.peer_name(),
             seconds=self.heartbeat_interval * 2,
         )
-        self._abort()
+        self.abort()
 
     def _start_tls(self) -> None:
         """
@@ -448,7 +549,8 @@ class NSQDProtocol(V2Commands, MirrorHold, Protocol):
         self.tls = True
         self._handshake_call = self.clock.callLater(TLS_HANDSHAKE_TIMEOUT, self._handshake_timed_out)
 
-    def _common_name(self) -> str:
+    @property
+    def tls_common_name(self) -> str:
         """The subject common name of the client's TLS certificate, if any."""
         connection = self._tls_connection()
         if connection is None:

@@ -56,6 +56,8 @@ class Topic:
     :ivar message_bytes: the total size of their bodies.
     :ivar retention: the topic's retained log and settings, or ``None``
         (see :meth:`set_retention` and :mod:`txnsq.nsqd.retention`).
+    :ivar queue: the storage backend's queue (``IBackendQueue``) holding
+        the topic's own messages; read it, do not put to it.
     """
 
     def __init__(self, broker: Broker, name: str) -> None:
@@ -66,9 +68,11 @@ class Topic:
         self._guid = broker.guid
         self.ephemeral = is_ephemeral(name)
         storage = broker.ephemeral_storage if self.ephemeral else broker.storage
-        self._queue: Any = storage.open_queue(  # IBackendQueue
+        self.queue: Any = storage.open_queue(  # IBackendQueue
             name, broker.options, broker.clock
         )
+        # The same queue: this module's name for it, and the mirror's.
+        self._queue: Any = self.queue
         # The queue's put_many, when it has one (IBatchQueue).
         self._put_many: Any = self._queue.put_many if IBatchQueue.providedBy(self._queue) else None
         self.channels: Dict[str, Channel] = {}
@@ -128,7 +132,7 @@ class Topic:
         targets = self._targets
         if targets:
             for channel in targets:
-                queue = channel._queue
+                queue = channel.queue
                 if queue.error is not None:
                     raise PublishError(queue.error)
                 limit = queue.limit
@@ -194,7 +198,7 @@ class Topic:
             self._check_held(count)
             return
         for channel in targets:
-            queue = channel._queue
+            queue = channel.queue
             if queue.error is not None:
                 raise PublishError(queue.error)
             limit = queue.limit
@@ -319,8 +323,9 @@ class Topic:
         targets = self._targets
         if targets:
             for channel in targets:
-                if channel._queue.error is not None:
-                    raise PublishError(channel._queue.error)
+                error = channel.queue.error
+                if error is not None:
+                    raise PublishError(error)
         else:
             self._check_held(1)
         now = self.clock.seconds()
@@ -377,7 +382,7 @@ class Topic:
             channel = Channel(self, name)
             self.channels[name] = channel
             self._update_targets()
-            self.broker._channel_created(self, channel)
+            self.broker.channel_created(self, channel)
         return channel
 
     def find_channel(self, name: str) -> Optional[Channel]:
@@ -398,12 +403,12 @@ class Topic:
             if rewind is not None:
                 rewind.stop()
         channel.delete()
-        self.broker._channel_deleted(self, channel)
+        self.broker.channel_deleted(self, channel)
         if not self.channels and self.ephemeral and not self.exiting:
-            self.broker._ephemeral_topic_empty(self)
+            self.broker.ephemeral_topic_empty(self)
 
-    def _ephemeral_channel_empty(self, channel: Channel) -> None:
-        """An ephemeral channel lost its last consumer: delete it."""
+    def ephemeral_channel_empty(self, channel: Channel) -> None:
+        """Called by an ephemeral channel that lost its last consumer: delete it."""
         if self.channels.get(channel.name) is channel:
             self.delete_channel(channel.name)
 
@@ -417,7 +422,7 @@ class Topic:
         """Hold published messages in the topic until :meth:`unpause`."""
         self.paused = True
         self._update_targets()
-        self.broker._topology_changed()
+        self.broker.topology_changed()
         if self.mirror is not None:
             self._mirror_change("pause")
 
@@ -425,7 +430,7 @@ class Topic:
         """Resume copying messages to the channels, the held ones first."""
         self.paused = False
         self._update_targets()
-        self.broker._topology_changed()
+        self.broker.topology_changed()
         if self.mirror is not None:
             self._mirror_change("unpause")
 
@@ -524,7 +529,7 @@ class Topic:
             if current is not None:
                 self.retention = None
                 current.delete()
-                self.broker._topology_changed()
+                self.broker.topology_changed()
             return
         if self.ephemeral:
             raise ValueError("an ephemeral topic cannot be retained")
@@ -539,7 +544,7 @@ class Topic:
             current.close()
             self.retention = None
         self.retention = TopicRetention(self, settings)
-        self.broker._topology_changed()
+        self.broker.topology_changed()
 
     def write_error(self) -> Optional[str]:
         """
@@ -556,7 +561,7 @@ class Topic:
         targets = self._targets
         if targets:
             for channel in targets:
-                error = channel._queue.error
+                error = channel.queue.error
                 if error is not None:
                     return str(error)
             return None

@@ -234,9 +234,10 @@ def _arrow_schema(schema: StructType) -> Any:
 class _LogReading:
     """What the offset mode's batch and stream readers share."""
 
-    options: LogOptions
-    arrow_schema: Any
-    _view: Optional[LogView]
+    def __init__(self, options: LogOptions, schema: StructType) -> None:
+        self.options = options
+        self.arrow_schema: Any = _arrow_schema(schema)
+        self._view: Optional[LogView] = None
 
     def view(self) -> LogView:
         if self._view is None:
@@ -263,11 +264,6 @@ class LogBatchReader(_LogReading, DataSourceReader):
     ``starting_offsets`` (default earliest) to ``ending_offsets`` (default
     latest), read by executors; nothing is consumed.
     """
-
-    def __init__(self, options: LogOptions, schema: StructType) -> None:
-        self.options = options
-        self.arrow_schema = _arrow_schema(schema)
-        self._view = None
 
     def partitions(self) -> List[InputPartition]:  # type: ignore[override]
         view = self.view()
@@ -301,9 +297,7 @@ class LogStreamReader(_LogReading, DataSourceStreamReader, SupportsTriggerAvaila
     """
 
     def __init__(self, options: LogOptions, schema: StructType) -> None:
-        self.options = options
-        self.arrow_schema = _arrow_schema(schema)
-        self._view = None
+        super().__init__(options, schema)
         self._target: Optional[Dict[str, int]] = None
 
     def initialOffset(self) -> dict:

@@ -323,6 +323,11 @@ class BlockingMetaqClient:
             secret = secret.encode("utf-8")
         return text_result(self._call(AuthRequest, secret), "auth")
 
+    @property
+    def closed(self) -> bool:
+        """Whether the connection was closed, or broke (a new one is needed)."""
+        return self._closed
+
     def close(self) -> None:
         """Send ``quit`` and close the socket (idempotent)."""
         with self._lock:

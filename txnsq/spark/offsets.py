@@ -397,7 +397,7 @@ class LogView:
     def client(self, address: str) -> BlockingMetaqClient:
         """The (reconnected when broken) connection to ``address``."""
         client = self._clients.get(address)
-        if client is None or client._closed:
+        if client is None or client.closed:
             client = self._clients[address] = self._connect(address)
         return client
 

@@ -8,12 +8,28 @@ memory.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Dict
+from typing import Any, Dict, Protocol
 
-if TYPE_CHECKING:
-    from txnsq.storage.disk import DiskQueue
+__all__ = ["CommittedQueue", "Committer"]
 
-__all__ = ["Committer"]
+
+class CommittedQueue(Protocol):
+    """What a committer needs of a queue (``txnsq.storage.disk.DiskQueue``)."""
+
+    #: ``topic`` or ``topic:channel``.
+    name: str
+
+    def write_records(self) -> bool:
+        """Write the records put since the last commit; ``False`` if that failed."""
+
+    def fsync_records(self) -> None:
+        """``fsync`` the records written since the last sync, if any."""
+
+    def write_flight_log(self) -> None:
+        """Write the flight log's changes."""
+
+    def end_turn(self) -> None:
+        """The rest of the reactor turn's work: the meta file, done segments."""
 
 
 class _Queued:
@@ -21,15 +37,15 @@ class _Queued:
 
     __slots__ = ("_committer", "_queue")
 
-    def __init__(self, committer: "Committer", queue: "DiskQueue") -> None:
+    def __init__(self, committer: "Committer", queue: CommittedQueue) -> None:
         self._committer = committer
         self._queue = queue
 
     def active(self) -> bool:
-        return self._queue in self._committer._dirty
+        return self._committer.pending(self._queue)
 
     def cancel(self) -> None:
-        self._committer._discard(self._queue)
+        self._committer.discard(self._queue)
 
 
 class Committer:
@@ -56,18 +72,22 @@ class Committer:
     def __init__(self, clock: Any, sync: bool) -> None:
         self._clock = clock
         self.sync = sync
-        self._dirty: Dict["DiskQueue", None] = {}
+        self._dirty: Dict[CommittedQueue, None] = {}
         self._call: Any = None
 
-    def dirty(self, queue: "DiskQueue") -> _Queued:
+    def dirty(self, queue: CommittedQueue) -> _Queued:
         """``queue`` changed: include it in the next commit."""
         self._dirty[queue] = None
         if self._call is None:
             self._call = self._clock.callLater(0, self._turn)
         return _Queued(self, queue)
 
-    def _discard(self, queue: "DiskQueue") -> None:
-        """``queue`` wrote its changes itself (it closed)."""
+    def pending(self, queue: CommittedQueue) -> bool:
+        """Whether ``queue`` is in the next commit."""
+        return queue in self._dirty
+
+    def discard(self, queue: CommittedQueue) -> None:
+        """``queue`` wrote its changes itself (it closed): leave it out of the next commit."""
         dirty = self._dirty
         dirty.pop(queue, None)
         call = self._call
@@ -91,17 +111,16 @@ class Committer:
         queues = list(dirty)
         dirty.clear()
         for queue in queues:
-            queue._flush()
+            queue.write_records()
         if self.sync:
             for queue in queues:
-                if queue._unsynced or queue._need_sync:
-                    queue._fsync_write_file()
+                queue.fsync_records()
         # Channels (``topic:channel``) before topics.
         for queue in queues:
             if ":" in queue.name:
-                queue._write_flight()
+                queue.write_flight_log()
         for queue in queues:
             if ":" not in queue.name:
-                queue._write_flight()
+                queue.write_flight_log()
         for queue in queues:
-            queue._end_of_turn()
+            queue.end_turn()

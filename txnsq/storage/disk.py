@@ -275,7 +275,7 @@ class DiskQueue:
         self._remove(deferred_file_name(self.name))
         self._saved = None
         self._flight.release_all()
-        self._write_flight()
+        self.write_flight_log()
         self._done_segments = []
         if self.error is not None:
             self._recovered()
@@ -430,7 +430,18 @@ class DiskQueue:
             )
         return deferred
 
-    def _write_flight(self) -> None:
+    # -- the committer's steps (txnsq.storage.committer.CommittedQueue) ------
+
+    def write_records(self) -> bool:
+        """Write the pending records (a commit's first step); ``False`` if that failed."""
+        return self._flush()
+
+    def fsync_records(self) -> None:
+        """``fsync`` the records written since the last sync, if any (with ``--sync-every=1``)."""
+        if self._unsynced or self._need_sync:
+            self._fsync_write_file()
+
+    def write_flight_log(self) -> None:
         """Write the flight log's changes (part of a commit)."""
         flight = self._flight
         if flight.dirty:
@@ -445,11 +456,11 @@ class DiskQueue:
                 )
 
     def _turn_call(self) -> Any:
-        """Have :meth:`_end_of_turn` run at the end of this reactor turn."""
+        """Have :meth:`end_turn` run at the end of this reactor turn."""
         committer = self._committer
         if committer is not None:
             return committer.dirty(self)
-        return self._clock.callLater(0, self._end_of_turn)
+        return self._clock.callLater(0, self.end_turn)
 
     def _remove_done_segments(self) -> None:
         done, self._done_segments = self._done_segments, []
@@ -643,8 +654,8 @@ class DiskQueue:
             self._retry_call = None
         _log.info("DISKQUEUE({name}): writing works again", name=self.name)
 
-    def _end_of_turn(self) -> None:
-        """Write what this reactor turn put; sync if it is time to."""
+    def end_turn(self) -> None:
+        """Write what this reactor turn put; sync if it is time to (a commit's last step)."""
         self._flush_call = None
         if self._done_segments:
             self._remove_done_segments()
@@ -1053,11 +1064,11 @@ class DiskStorage:
             max_msg_size=int(options.max_msg_size) + MIN_MESSAGE_SIZE,
             sync_every=int(options.sync_every),
             sync_timeout=float(options.sync_timeout),
-            sync_worker=self._sync_worker(),
+            sync_worker=self.sync_worker(),
             committer=self._committer(options, clock),
         )
 
-    def _sync_worker(self) -> SyncWorker:
+    def sync_worker(self) -> SyncWorker:
         """The one thread syncing every queue of this backend."""
         if self._worker is None:
             self._worker = SyncWorker(write_file_atomically)

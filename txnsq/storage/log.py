@@ -543,11 +543,12 @@ class PartitionLog:
         if self._retention is not None:
             self._retention.enforce()
 
-    def _oldest_sealed(self) -> Optional[_Segment]:
+    def oldest_sealed(self) -> Optional[_Segment]:
+        """The oldest segment if it is sealed (so retention may delete it), else ``None``."""
         segment = self._segments[0]
         return segment if segment.sealed else None
 
-    def _expire(self, cutoff: int) -> None:
+    def expire(self, cutoff: int) -> None:
         """Delete segments whose newest record is older than ``cutoff`` (ns)."""
         while self._segments[0].newest < cutoff:
             first = self._segments[0]
@@ -556,9 +557,10 @@ class PartitionLog:
                     return
                 # Everything is expired: seal the last segment to delete it.
                 self._roll(enforce=False)
-            self._drop_first_segment("older than the retention age")
+            self.drop_first_segment("older than the retention age")
 
-    def _drop_first_segment(self, reason: str) -> None:
+    def drop_first_segment(self, reason: str) -> None:
+        """Delete the oldest segment and its index (retention), logging ``reason``."""
         segment = self._segments.pop(0)
         self._bases.pop(0)
         fd = self._read_fds.pop(segment.base, None)

@@ -55,14 +55,14 @@ class LogRetention:
         if self.age is not None:
             cutoff = int((self.clock.seconds() - self.age) * 1e9)
             for log in self.logs:
-                log._expire(cutoff)
+                log.expire(cutoff)
         limit = self.limit
         if limit is not None:
             while True:
                 oldest = self._oldest()
                 if oldest is None or self.total - oldest[1].size < limit:
                     break
-                oldest[0]._drop_first_segment("retention bytes %d exceeded" % (limit,))
+                oldest[0].drop_first_segment("retention bytes %d exceeded" % (limit,))
         oldest = self._oldest() if limit is not None else None
         self.threshold = float("inf") if oldest is None or limit is None else limit + oldest[1].size
         if self.age is not None and self._call is None:
@@ -71,7 +71,7 @@ class LogRetention:
     def _oldest(self) -> Optional[Tuple["PartitionLog", _Segment]]:
         best: Optional[Tuple[PartitionLog, _Segment]] = None
         for log in self.logs:
-            segment = log._oldest_sealed()
+            segment = log.oldest_sealed()
             if segment is not None and (best is None or segment.newest < best[1].newest):
                 best = (log, segment)
         return best

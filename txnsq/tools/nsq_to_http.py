@@ -50,10 +50,10 @@ from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
-from txnsq import cli
 from txnsq.version import NSQ_VERSION
 from txnsq.cli import FLOAT, INT, STRING, STRING_LIST, Flag
 from txnsq.http_client import describe_failure
+from txnsq.protocol.go_values import go_quote
 from txnsq.protocol.names import is_valid_channel_name, is_valid_topic_name
 from txnsq.tools.common import (
     channel_flag,
@@ -178,7 +178,7 @@ def parse_custom_headers(values: Sequence[str]) -> Dict[str, str]:
         name, colon, value = text.partition(":")
         name, value = name.strip(), value.strip()
         if not colon or not name or not value:
-            raise ValueError("Invalid headers: %s" % (cli._go_quote(text),))
+            raise ValueError("Invalid headers: %s" % (go_quote(text),))
         headers[name] = value
     return headers
 
