@@ -108,8 +108,10 @@ def _dispatch(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
             child_args += ["--keep"] if args.keep else []
             if args.out:
                 child_args += ["--out", args.out]
+            # The longest (Spark's JVMs) first, so the short ones fill in beside them.
+            ordered = sorted(chosen, key=lambda s: s.workload != "spark")
             try:
-                passed = run_parallel([s.name for s in chosen], args.jobs, child_args,
+                passed = run_parallel([s.name for s in ordered], args.jobs, child_args,
                                       echo=lambda line: print(line, flush=True))
             except KeyboardInterrupt:
                 print("lab: interrupted", file=sys.stderr)
