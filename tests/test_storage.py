@@ -279,6 +279,46 @@ class MemoryStorageTests(BackendQueueConformance, SynchronousTestCase):
             queue.put(message(i))
         self.assertEqual(queue.depth(), self.mem_queue_size + 10)
 
+    def test_runs_keep_order_and_depth(self) -> None:
+        """
+        Runs of equal-length messages (held joined until read), runs of
+        mixed lengths and short runs (held one by one), and single puts
+        interleave in order, and depth() counts every message throughout.
+        """
+        queue = self.open()
+        sent: List[bytes] = []
+        batches = [
+            [message(i) for i in range(0, 10)],  # a run
+            [message(10, 50), message(11), message(12), message(13)],  # mixed lengths
+            [message(14), message(15)],  # too short for a run
+            [message(i, 30) for i in range(16, 24)],  # a run, other length
+        ]
+        for n, batch in enumerate(batches):
+            queue.put_many(batch)
+            sent.extend(batch)
+            queue.put(message(100 + n))
+            sent.append(message(100 + n))
+            self.assertEqual(queue.depth(), len(sent))
+        # Entries: run + 1, 4 + 1, 2 + 1, run + 1.
+        self.assertEqual(len(queue._items), 12)
+        got = []
+        while queue.depth():
+            got.append(queue.read())
+            self.assertEqual(queue.depth(), len(sent) - len(got))
+        self.assertEqual(got, sent)
+        self.assertIsNone(queue.read())
+
+    def test_run_partly_read_then_emptied(self) -> None:
+        """empty() drops a run half read, and the queue is usable after."""
+        queue = self.open()
+        queue.put_many([message(i) for i in range(8)])
+        self.assertEqual(queue.read(), message(0))
+        queue.empty()
+        self.assertEqual(queue.depth(), 0)
+        self.assertIsNone(queue.read())
+        queue.put_many([message(i) for i in range(8, 16)])
+        self.assertEqual(self.drain(queue), [message(i) for i in range(8, 16)])
+
 
 class EphemeralStorageTests(BackendQueueConformance, SynchronousTestCase):
     """The ephemeral backend."""

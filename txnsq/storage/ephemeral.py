@@ -38,27 +38,25 @@ class EphemeralQueue(MemoryQueue):
     def __repr__(self) -> str:
         return "<EphemeralQueue %r depth=%d dropped=%d>" % (
             self.name,
-            len(self._items),
+            self.depth(),
             self.dropped,
         )
 
     def put(self, data: bytes) -> None:
         """Append one message, or drop it when the queue is full."""
-        items = self._items
-        if len(items) < self.capacity:
-            items.append(data)
+        if self.depth() < self.capacity:
+            self._items.append(data)
         else:
             self.dropped += 1
 
     def put_many(self, messages: List[bytes]) -> None:
         """Append several messages, in order, dropping those that do not fit."""
-        items = self._items
-        room = self.capacity - len(items)
+        room = self.capacity - self.depth()
         if room >= len(messages):
-            items.extend(messages)
+            MemoryQueue.put_many(self, messages)
             return
         if room > 0:
-            items.extend(messages[:room])
+            MemoryQueue.put_many(self, messages[:room])
         else:
             room = 0
         self.dropped += len(messages) - room
