@@ -28,7 +28,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from twisted.internet.task import Clock  # noqa: E402
 
 from txnsq.nsqd.broker import Broker  # noqa: E402
-from txnsq.nsqd.mirror import MirrorRecorder, StandbyCopy  # noqa: E402
+from txnsq.mirror.recorder import MirrorRecorder  # noqa: E402
+from txnsq.mirror.standby import StandbyCopy  # noqa: E402
 from txnsq.protocol.mirror import OP_CHANNEL_CREATE, RecordBuilder, decode_records  # noqa: E402
 from txnsq.storage.memory import MemoryStorage  # noqa: E402
 

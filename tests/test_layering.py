@@ -27,13 +27,15 @@ CORE = [
     "txnsq.nsqd.memstats",
     "txnsq.nsqd.metadata",
     "txnsq.nsqd.metadata_format",
-    "txnsq.nsqd.mirror",
     "txnsq.nsqd.options",
     "txnsq.nsqd.quantile",
     "txnsq.nsqd.retention",
     "txnsq.nsqd.stats",
     "txnsq.nsqd.stats_text",
     "txnsq.nsqd.topic",
+    "txnsq.mirror.recorder",
+    "txnsq.mirror.snapshot",
+    "txnsq.mirror.standby",
 ]
 
 #: What the core and storage must never import: the command line, the
@@ -45,6 +47,7 @@ FORBIDDEN = [
     "txnsq.cluster",
     "txnsq.http",
     "txnsq.metaq",
+    "txnsq.mirror",
     "txnsq.nsqadmin",
     "txnsq.nsqlookupd",
     "txnsq.spark",
@@ -66,8 +69,11 @@ FORBIDDEN = [
 #: Modules inside a forbidden package that the core may import: they hold
 #: no IO and no CLI (the chains through them are still followed).
 #: ``txnsq.cluster.options`` checks the cluster settings for
-#: ``NSQDOptions.validate``.
-ALLOWED = ["txnsq.cluster.options"]
+#: ``NSQDOptions.validate``; the mirror's core modules (the recorder a
+#: mirrored topic feeds, the standby's copy, the snapshots) are in CORE
+#: themselves, while the rest of ``txnsq.mirror`` runs on Twisted and the
+#: routes.
+ALLOWED = ["txnsq.cluster.options"] + [name for name in CORE if name.startswith("txnsq.mirror.")]
 
 #: Modules outside txnsq.protocol that the protocol may import: the loader
 #: of the compiled speed-ups, which imports only the standard library (its

@@ -1241,7 +1241,7 @@ class MirrorGateCase(ProtocolTestCase):
         self.broker.mirror_gate = self.gate
         self.hold = True
         self.fail_now: Optional[str] = None
-        from txnsq.nsqd.mirror import MirrorRecorder
+        from txnsq.mirror.recorder import MirrorRecorder
 
         self.broker.get_topic("m").mirror = MirrorRecorder(lambda: None, lambda: None)
 

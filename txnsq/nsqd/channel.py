@@ -556,7 +556,7 @@ class Channel:
         """Tell a mirrored topic's peers of a pause, unpause or empty."""
         mirror = self.topic.mirror
         if mirror is not None:
-            from txnsq.nsqd.mirror import CHANNEL_OPS
+            from txnsq.mirror.recorder import CHANNEL_OPS
 
             mirror.channel_changed(CHANNEL_OPS[change], self.topic_name, self.name)
 

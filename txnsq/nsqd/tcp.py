@@ -23,10 +23,10 @@ from twisted.python.failure import Failure
 from zope.interface import implementer
 
 from txnsq.addresses import go_address
+from txnsq.mirror.hold import MirrorHold
 from txnsq.nsqd.commands import STATE_CLOSED, STATE_CLOSING, STATE_INIT, STATE_SUBSCRIBED, V2Commands
 from txnsq.nsqd.features import ServerFeatures
 from txnsq.nsqd.listener import set_no_delay
-from txnsq.nsqd.mirror_hold import MirrorHold
 from txnsq.nsqd.output import scheduler_for
 from txnsq.nsqd.tls import cipher_suite_name, tls_version_name
 from txnsq.protocol.compression import CompressionError

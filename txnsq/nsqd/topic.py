@@ -102,7 +102,7 @@ class Topic:
         self.retention: Optional[TopicRetention] = None
         # The broker's publish taps (shared list): told of every publish.
         self._taps = broker.publish_taps
-        #: A mirrored topic's recorder (txnsq.nsqd.mirror), else ``None``.
+        #: A mirrored topic's recorder (txnsq.mirror.recorder), else ``None``.
         self.mirror: Any = None
 
     def __repr__(self) -> str:
@@ -431,7 +431,7 @@ class Topic:
 
     def _mirror_change(self, change: str) -> None:
         """Tell a mirrored topic's peers (channel ``""``: the topic itself)."""
-        from txnsq.nsqd.mirror import CHANNEL_OPS
+        from txnsq.mirror.recorder import CHANNEL_OPS
 
         self.mirror.channel_changed(CHANNEL_OPS[change], self.name, "")
 
@@ -454,7 +454,7 @@ class Topic:
         self._queue.empty()
         self._backlog = []
         if self.mirror is not None:
-            from txnsq.nsqd.mirror import CHANNEL_OPS
+            from txnsq.mirror.recorder import CHANNEL_OPS
 
             # Channel "": the topic's own messages, in the peers' copies.
             self.mirror.channel_changed(CHANNEL_OPS["empty"], self.name, "")

@@ -1,6 +1,6 @@
 # -*- test-case-name: tests.test_cluster_mirror -*-
 """
-What the mirror keeps in ``--data-path`` (:mod:`txnsq.cluster.mirror`):
+What the mirror keeps in ``--data-path`` (:mod:`txnsq.mirror.mirror`):
 this node's stable mirror id, and the topics named by ``POST
 /topic/mirror``.
 """
@@ -58,7 +58,7 @@ def load_node_id(data_path: str) -> str:
 
 class NamedTopicsFile:
     """
-    :class:`Mirror <txnsq.cluster.mirror.Mirror>`'s keeping of the topics named by
+    :class:`Mirror <txnsq.mirror.mirror.Mirror>`'s keeping of the topics named by
     ``POST /topic/mirror`` in :attr:`named_file`, one a line.
     """
 

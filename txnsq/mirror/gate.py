@@ -1,6 +1,6 @@
 # -*- test-case-name: tests.test_cluster_mirror -*-
 """
-The mirror's sending and its ack gate (:mod:`txnsq.cluster.mirror`): the
+The mirror's sending and its ack gate (:mod:`txnsq.mirror.mirror`): the
 records of a reactor turn go to every peer as one numbered payload; a
 ``sync`` producer (an ``async`` one past :data:`MAX_LAG_BYTES` unacked)
 waits until every peer has acked the payload that carried its publish.
@@ -28,9 +28,9 @@ from typing import Any, Callable, Dict, List, Tuple
 
 from twisted.logger import Logger
 
-from txnsq.cluster.mirror_catch_up import CATCH_UP_WINDOW
-from txnsq.cluster.mirror_peer import ACCOUNT, MirrorPeer
-from txnsq.nsqd.mirror import FLUSH_SIZE, MirrorRecorder
+from txnsq.mirror.catch_up import CATCH_UP_WINDOW
+from txnsq.mirror.peer import ACCOUNT, MirrorPeer
+from txnsq.mirror.recorder import FLUSH_SIZE, MirrorRecorder
 from txnsq.protocol.mirror import SUBJECT_DATA, RecordBuilder
 from txnsq.protocol.nats_route import encode_rmsg_head
 
@@ -57,7 +57,7 @@ def unconfirmed(cause: str) -> str:
 
 class AckGate:
     """
-    :class:`Mirror <txnsq.cluster.mirror.Mirror>`'s sending of payloads and the
+    :class:`Mirror <txnsq.mirror.mirror.Mirror>`'s sending of payloads and the
     gate holding producers until the peers have acked them.
     """
 
@@ -78,7 +78,7 @@ class AckGate:
     _head_cache: Dict[int, bytes]
     _unacked: List[Tuple[int, int]]
     _waiting: List[Tuple[int, Any]]
-    # The catch-up's (txnsq.cluster.mirror_catch_up).
+    # The catch-up's (txnsq.mirror.catch_up).
     _catching_up: bool
     _behind: List[RecordBuilder]
     _behind_bytes: int

@@ -1,6 +1,6 @@
 # -*- test-case-name: tests.test_cluster_mirror -*-
 """
-The mirror's fail-back exchange (:mod:`txnsq.cluster.mirror`): the ids a
+The mirror's fail-back exchange (:mod:`txnsq.mirror.mirror`): the ids a
 node took over from a peer, sent to that peer when both are routed, which
 drops them and answers with those it finished while apart; and the
 delivery held at start until a peer's exchange is applied.
@@ -12,9 +12,10 @@ from typing import Any, Dict, List, Set, Tuple
 
 from twisted.logger import Logger
 
-from txnsq.cluster.mirror_peer import ACCOUNT, MirrorPeer
+from txnsq.mirror.peer import ACCOUNT, MirrorPeer
 from txnsq.cluster.route import RouteProtocol
-from txnsq.nsqd.mirror import MirrorRecorder, drop_from_channel, drop_from_topic
+from txnsq.mirror.recorder import MirrorRecorder
+from txnsq.mirror.snapshot import drop_from_channel, drop_from_topic
 from txnsq.protocol.mirror import (
     OP_ANSWER_END,
     OP_FINISHED_APART,
@@ -37,7 +38,7 @@ Taken = Dict[Tuple[str, str], List[bytes]]
 
 class FailBack:
     """
-    :class:`Mirror <txnsq.cluster.mirror.Mirror>`'s fail-back exchange, and the
+    :class:`Mirror <txnsq.mirror.mirror.Mirror>`'s fail-back exchange, and the
     delivery it holds at start.
     """
 

@@ -9,7 +9,7 @@ a random id of this process).  A peer whose INFO has no such field (a
 nats-server) is never sent the internal subjects.
 
 - The node where a message is published sends it, with FINs, REQs and
-  channel changes (:mod:`txnsq.nsqd.mirror`), to every mirroring peer:
+  channel changes (:mod:`txnsq.mirror.recorder`), to every mirroring peer:
   all records of one reactor turn in one payload on ``$NSQ.mirror.data``,
   numbered; the peer applies them to its :class:`StandbyCopy` of this node
   and acks the number on ``$NSQ.mirror.ack``.
@@ -28,7 +28,7 @@ nats-server) is never sent the internal subjects.
   ``--mirror-min-standbys=N`` (N > 0) asks for N live peers: with fewer,
   publishes to mirrored topics are refused before they are stored, and
   (``sync``) the producers waiting for acks are failed, not released
-  (:mod:`txnsq.cluster.mirror_gate`).
+  (:mod:`txnsq.mirror.gate`).
 - Heartbeats: every mirroring peer is sent an empty ``$NSQ.mirror.ping``
   every ``heartbeat`` seconds; a peer heard from (any mirror message) for
   none of the last ``silence`` seconds is treated as unrouted (its copy
@@ -47,14 +47,14 @@ nats-server) is never sent the internal subjects.
   comes: a restarted primary does not deliver again what was taken over.
 
 :class:`Mirror` is composed of one part per concern, each in its module:
-the sending and ack gate (:mod:`txnsq.cluster.mirror_gate`), the catch-up
-(:mod:`txnsq.cluster.mirror_catch_up`), the fail-back exchange
-(:mod:`txnsq.cluster.mirror_exchange`), the heartbeat
-(:mod:`txnsq.cluster.mirror_heartbeat`), the takeover
-(:mod:`txnsq.cluster.mirror_failover`), the files kept in the data path
-(:mod:`txnsq.cluster.mirror_files`), the /stats figures
-(:mod:`txnsq.cluster.mirror_stats`); a peer is a
-:class:`MirrorPeer <txnsq.cluster.mirror_peer.MirrorPeer>`.  This module keeps the
+the sending and ack gate (:mod:`txnsq.mirror.gate`), the catch-up
+(:mod:`txnsq.mirror.catch_up`), the fail-back exchange
+(:mod:`txnsq.mirror.exchange`), the heartbeat
+(:mod:`txnsq.mirror.heartbeat`), the takeover
+(:mod:`txnsq.mirror.failover`), the files kept in the data path
+(:mod:`txnsq.mirror.files`), the /stats figures
+(:mod:`txnsq.mirror.stats`); a peer is a
+:class:`MirrorPeer <txnsq.mirror.peer.MirrorPeer>`.  This module keeps the
 state they share, the life of it all, the choice of topics, the
 receiving, and the routes coming and going.
 """
@@ -68,17 +68,19 @@ from typing import Any, Deque, Dict, List, Optional, Set, Tuple
 from twisted.internet.task import LoopingCall
 from twisted.logger import Logger
 
-from txnsq.cluster.mirror_catch_up import CatchUp
-from txnsq.cluster.mirror_exchange import FailBack, Taken
-from txnsq.cluster.mirror_failover import Failover
-from txnsq.cluster.mirror_files import NamedTopicsFile, random_id
-from txnsq.cluster.mirror_gate import MAX_LAG_BYTES, AckGate, unconfirmed
-from txnsq.cluster.mirror_heartbeat import Heartbeat, heartbeat_of
-from txnsq.cluster.mirror_peer import ACCOUNT, MirrorPeer
-from txnsq.cluster.mirror_stats import MirrorStats
+from txnsq.mirror.catch_up import CatchUp
+from txnsq.mirror.exchange import FailBack, Taken
+from txnsq.mirror.failover import Failover
+from txnsq.mirror.files import NamedTopicsFile, random_id
+from txnsq.mirror.gate import MAX_LAG_BYTES, AckGate, unconfirmed
+from txnsq.mirror.heartbeat import Heartbeat, heartbeat_of
+from txnsq.mirror.peer import ACCOUNT, MirrorPeer
+from txnsq.mirror.stats import MirrorStats
 from txnsq.cluster.route import RouteProtocol
 from txnsq.nsqd.broker import TopologyListener
-from txnsq.nsqd.mirror import CHANNEL_OPS, MirrorRecorder, StandbyCopy, holds_messages
+from txnsq.mirror.recorder import CHANNEL_OPS, MirrorRecorder
+from txnsq.mirror.snapshot import holds_messages
+from txnsq.mirror.standby import StandbyCopy
 from txnsq.protocol.mirror import (
     SUBJECT_ACK,
     SUBJECT_DATA,
@@ -108,7 +110,7 @@ class Mirror(
     :param node: the route node.
     :param clock: ``IReactorTime``.
     :param node_id: this node's stable mirror id
-        (:func:`load_node_id <txnsq.cluster.mirror_files.load_node_id>`).
+        (:func:`load_node_id <txnsq.mirror.files.load_node_id>`).
     :param topics: regular expression of mirrored topic names (empty: only
         those named by :meth:`mirror_topic`).
     :param ack: ``"sync"`` or ``"async"``.

@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.test_cluster_mirror -*-
+# -*- test-case-name: tests.test_tcp -*-
 """
 A connection's output held for a mirrored topic (``--mirror-topics``):
 the OK of a publish leaves only once the mirror has what it answers
@@ -7,7 +7,7 @@ the OK of a publish leaves only once the mirror has what it answers
 :class:`MirrorHold` is mixed into :class:`txnsq.nsqd.tcp.NSQDProtocol`:
 its ``flush_output`` asks :meth:`MirrorHold._mirror_gate` when a publish
 to a mirrored topic set ``_mirror_wait``; the broker's mirror gate
-(:mod:`txnsq.cluster.mirror`) calls :meth:`MirrorHold.mirror_release`
+(:mod:`txnsq.mirror.mirror`) calls :meth:`MirrorHold.mirror_release`
 once the standby acknowledged.  While held, bytes the producer sends are
 kept and reading pauses, so producers slow down instead of piling up.
 

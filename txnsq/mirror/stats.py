@@ -1,6 +1,6 @@
 # -*- test-case-name: tests.test_cluster_mirror -*-
 """
-The mirror's part of /stats (:mod:`txnsq.cluster.mirror`): the roles of
+The mirror's part of /stats (:mod:`txnsq.mirror.mirror`): the roles of
 mirrored topics, and the cluster section's ``mirror`` object.
 """
 
@@ -8,15 +8,15 @@ from __future__ import annotations
 
 from typing import Any, Deque, Dict, List, Optional, Set, Tuple
 
-from txnsq.cluster.mirror_exchange import Taken
-from txnsq.cluster.mirror_peer import MirrorPeer
-from txnsq.nsqd.mirror import StandbyCopy
+from txnsq.mirror.exchange import Taken
+from txnsq.mirror.peer import MirrorPeer
+from txnsq.mirror.standby import StandbyCopy
 
 __all__ = ["MirrorStats"]
 
 
 class MirrorStats:
-    """:class:`Mirror <txnsq.cluster.mirror.Mirror>`'s figures for /stats."""
+    """:class:`Mirror <txnsq.mirror.mirror.Mirror>`'s figures for /stats."""
 
     broker: Any
     clock: Any

@@ -1,6 +1,6 @@
 # -*- test-case-name: tests.test_cluster_mirror -*-
 """
-The mirror's heartbeat (:mod:`txnsq.cluster.mirror`): every mirroring peer
+The mirror's heartbeat (:mod:`txnsq.mirror.mirror`): every mirroring peer
 is pinged every ``heartbeat`` seconds, and one silent past the limit is
 treated as unrouted until it is heard again.
 """
@@ -11,7 +11,7 @@ from typing import Any, Callable, Dict, Tuple
 
 from twisted.logger import Logger
 
-from txnsq.cluster.mirror_peer import ACCOUNT, MirrorPeer
+from txnsq.mirror.peer import ACCOUNT, MirrorPeer
 from txnsq.cluster.route import RouteProtocol
 from txnsq.protocol.mirror import SUBJECT_PING
 from txnsq.protocol.nats_route import encode_rmsg_head
@@ -32,7 +32,7 @@ def heartbeat_of(failover_timeout: float) -> Tuple[float, float]:
 
 
 class Heartbeat:
-    """:class:`Mirror <txnsq.cluster.mirror.Mirror>`'s pings, and its watch for silent peers."""
+    """:class:`Mirror <txnsq.mirror.mirror.Mirror>`'s pings, and its watch for silent peers."""
 
     _log: Logger
     clock: Any

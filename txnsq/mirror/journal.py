@@ -29,7 +29,7 @@ from typing import IO, Any, Dict, List, Optional, Set, Tuple, Union
 
 from twisted.logger import Logger
 
-from txnsq.nsqd.mirror import StandbyCopy
+from txnsq.mirror.standby import StandbyCopy
 from txnsq.protocol.mirror import (
     OP_CHANNEL_CREATE,
     OP_CHANNEL_PAUSE,

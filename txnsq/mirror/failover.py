@@ -1,6 +1,6 @@
 # -*- test-case-name: tests.test_cluster_mirror -*-
 """
-The mirror's failover (:mod:`txnsq.cluster.mirror`): a peer's copy handed
+The mirror's failover (:mod:`txnsq.mirror.mirror`): a peer's copy handed
 to this node's channels, which deliver it, when the peer has been unrouted
 for the timeout or comes back as a new process -- by one node only, the
 designated taker (:meth:`Failover.taker_of`); the others keep their copy
@@ -13,15 +13,15 @@ from typing import Any, Dict, List, Optional, Set, Tuple
 
 from twisted.logger import Logger
 
-from txnsq.cluster.mirror_exchange import Taken
-from txnsq.cluster.mirror_peer import MirrorPeer
-from txnsq.nsqd.mirror import StandbyCopy
+from txnsq.mirror.exchange import Taken
+from txnsq.mirror.peer import MirrorPeer
+from txnsq.mirror.standby import StandbyCopy
 
 __all__ = ["Failover"]
 
 
 class Failover:
-    """:class:`Mirror <txnsq.cluster.mirror.Mirror>`'s takeover of a peer's copy."""
+    """:class:`Mirror <txnsq.mirror.mirror.Mirror>`'s takeover of a peer's copy."""
 
     _log: Logger
     broker: Any

@@ -1,6 +1,6 @@
 # -*- test-case-name: tests.test_cluster_mirror -*-
 """
-The mirror's catch-up (:mod:`txnsq.cluster.mirror`): when a peer comes,
+The mirror's catch-up (:mod:`txnsq.mirror.mirror`): when a peer comes,
 every mirrored channel's state and messages are sent again, the messages
 in slices of :data:`CATCH_UP_SLICE` bytes a reactor turn, none while
 :data:`CATCH_UP_WINDOW` bytes are unacked; what happens meanwhile follows
@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, Deque, List, Tuple
 
-from txnsq.nsqd.mirror import CHANNEL_OPS, FLUSH_SIZE, channel_snapshot, topic_snapshot
+from txnsq.mirror.recorder import CHANNEL_OPS, FLUSH_SIZE
+from txnsq.mirror.snapshot import channel_snapshot, topic_snapshot
 from txnsq.protocol.mirror import OP_MESSAGES, RecordBuilder
 
 __all__ = ["CATCH_UP_SLICE", "CATCH_UP_WINDOW", "CatchUp"]
@@ -27,7 +28,7 @@ _ALL = 1 << 62
 
 
 class CatchUp:
-    """:class:`Mirror <txnsq.cluster.mirror.Mirror>`'s catch-up of the peers, in slices."""
+    """:class:`Mirror <txnsq.mirror.mirror.Mirror>`'s catch-up of the peers, in slices."""
 
     broker: Any
     clock: Any
@@ -45,7 +46,7 @@ class CatchUp:
     _catch_up_again: bool
     _waiting: List[Tuple[int, Any]]
     min_standbys: int
-    # The sending's (txnsq.cluster.mirror_gate).
+    # The sending's (txnsq.mirror.gate).
     flush: Callable[[], None]
     _send: Callable[[RecordBuilder], None]
     _release: Callable[[], None]
