@@ -9,10 +9,11 @@ it.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Deque, List, Tuple
+from typing import Any, Callable
 
 from txnsq.mirror.recorder import CHANNEL_OPS, FLUSH_SIZE
 from txnsq.mirror.snapshot import channel_snapshot, topic_snapshot
+from txnsq.mirror.state import MirrorState
 from txnsq.protocol.mirror import OP_MESSAGES, RecordBuilder
 
 __all__ = ["CATCH_UP_SLICE", "CATCH_UP_WINDOW", "CatchUp"]
@@ -30,22 +31,12 @@ _ALL = 1 << 62
 class CatchUp:
     """:class:`Mirror <txnsq.mirror.mirror.Mirror>`'s catch-up of the peers, in slices."""
 
+    state: MirrorState
+
     broker: Any
     clock: Any
-    seq: int
-    lag_bytes: int
-    catch_up_messages: int
-    catch_ups: int
-    _catch_up_queue: Deque[Tuple[str, str, List[bytes]]]
-    _catch_up_pos: int
-    _catching_up: bool
-    _behind: List[RecordBuilder]
-    _behind_bytes: int
-    _waiting_behind: List[Any]
     _catch_up_call: Any
     _catch_up_again: bool
-    _waiting: List[Tuple[int, Any]]
-    min_standbys: int
     # The sending's (txnsq.mirror.gate).
     flush: Callable[[], None]
     _send: Callable[[RecordBuilder], None]
@@ -65,13 +56,13 @@ class CatchUp:
         acked.  What happens meanwhile is sent behind the catch-up, and
         ``sync`` producers publishing meanwhile wait for it.
         """
-        if self._catching_up:
+        if self.state.catching_up:
             # Under way: the new peer gets the rest of it, then another.
             self._catch_up_again = True
             return
         self.flush()
         states = RecordBuilder()
-        queue = self._catch_up_queue
+        queue = self.state.catch_up_queue
         for topic in list(self.broker.topics.values()):
             if topic.mirror is None:
                 continue
@@ -92,23 +83,23 @@ class CatchUp:
             held, _ = topic_snapshot(topic, _ALL)
             if held:
                 queue.append((name, "", held))
-        self.catch_ups += 1
+        self.state.catch_ups += 1
         if states:
             self._send(states)
-        self._catching_up = True
-        self._catch_up_pos = 0
+        self.state.catching_up = True
+        self.state.catch_up_pos = 0
         self._continue_catch_up()
 
     def _continue_catch_up(self) -> None:
         """Send the catch-up's next slice; once all is sent, what was kept behind it."""
         self._catch_up_call = None
-        if not self._catching_up:
+        if not self.state.catching_up:
             return
-        queue = self._catch_up_queue
+        queue = self.state.catch_up_queue
         sent = 0
-        while queue and sent < CATCH_UP_SLICE and self.lag_bytes < CATCH_UP_WINDOW:
+        while queue and sent < CATCH_UP_SLICE and self.state.lag_bytes < CATCH_UP_WINDOW:
             topic, channel, messages = queue[0]
-            start = end = self._catch_up_pos
+            start = end = self.state.catch_up_pos
             size = 0
             count = len(messages)
             while end < count and size < FLUSH_SIZE:
@@ -118,28 +109,28 @@ class CatchUp:
             builder.add(OP_MESSAGES, topic, channel, messages[start:end])
             self._send(builder)
             sent += size
-            self.catch_up_messages += end - start
+            self.state.catch_up_messages += end - start
             if end >= count:
                 queue.popleft()
-                self._catch_up_pos = 0
+                self.state.catch_up_pos = 0
             else:
-                self._catch_up_pos = end
+                self.state.catch_up_pos = end
         if queue:
-            if self.lag_bytes < CATCH_UP_WINDOW:
+            if self.state.lag_bytes < CATCH_UP_WINDOW:
                 self._catch_up_call = self.clock.callLater(0, self._continue_catch_up)
             # Else the acks that bring the lag down send the next slice.
             return
         # All sent: the records kept meanwhile follow, in order, and the
         # producers waiting for them wait for their acks.
-        self._catching_up = False
-        behind, self._behind = self._behind, []
-        self._behind_bytes = 0
+        self.state.catching_up = False
+        behind, self.state.behind = self.state.behind, []
+        self.state.behind_bytes = 0
         for builder in behind:
             self._send(builder)
-        if not (self._catch_up_again and self.min_standbys):
-            waiting, self._waiting_behind = self._waiting_behind, []
-            target = self.seq
-            self._waiting.extend((target, conn) for conn in waiting)
+        if not (self._catch_up_again and self.state.min_standbys):
+            waiting, self.state.waiting_behind = self.state.waiting_behind, []
+            target = self.state.seq
+            self.state.waiting.extend((target, conn) for conn in waiting)
         # Else a peer came while this catch-up ran, and missed its start:
         # with --mirror-min-standbys those waiting wait for its own.
         self._release()
@@ -152,9 +143,9 @@ class CatchUp:
         call, self._catch_up_call = self._catch_up_call, None
         if call is not None and call.active():
             call.cancel()
-        self._catch_up_queue.clear()
-        self._catch_up_pos = 0
-        self._catching_up = False
+        self.state.catch_up_queue.clear()
+        self.state.catch_up_pos = 0
+        self.state.catching_up = False
         self._catch_up_again = False
-        self._behind = []
-        self._behind_bytes = 0
+        self.state.behind = []
+        self.state.behind_bytes = 0

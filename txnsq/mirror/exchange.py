@@ -16,6 +16,7 @@ from txnsq.mirror.peer import ACCOUNT, MirrorPeer
 from txnsq.cluster.route import RouteProtocol
 from txnsq.mirror.recorder import MirrorRecorder
 from txnsq.mirror.snapshot import drop_from_channel, drop_from_topic
+from txnsq.mirror.state import MirrorState, Taken
 from txnsq.protocol.mirror import (
     OP_ANSWER_END,
     OP_FINISHED_APART,
@@ -32,9 +33,6 @@ __all__ = ["EXCHANGE_CHUNK", "FailBack", "Taken"]
 #: Ids per exchange payload (16 bytes each, plus 4 of length: ~200 KiB).
 EXCHANGE_CHUNK = 10000
 
-#: Taken-over ids by ``(topic, channel)``.
-Taken = Dict[Tuple[str, str], List[bytes]]
-
 
 class FailBack:
     """
@@ -42,18 +40,13 @@ class FailBack:
     delivery it holds at start.
     """
 
+    state: MirrorState
+
     _log: Logger
     broker: Any
-    epoch: str
     recorder: MirrorRecorder
-    taken_ids: Dict[str, List[Tuple[str, Taken]]]
     _apart: Dict[str, Taken]
-    exchanges_applied: int
-    exchanges_answered: int
-    dropped_taken: int
-    dropped_finished_apart: int
     _holding: List[Any]
-    _holding_topics: Set[str]
     _hold_timer: Any
 
     # -- fail-back exchange -----------------------------------------------------
@@ -68,10 +61,10 @@ class FailBack:
         timer, self._hold_timer = self._hold_timer, None
         if timer is not None and timer.active():
             timer.cancel()
-        if not self._holding_topics:
+        if not self.state.holding_topics:
             return
         holding, self._holding = self._holding, []
-        self._holding_topics = set()
+        self.state.holding_topics = set()
         for channel in holding:
             channel.release()
         if why != "stopping":
@@ -110,7 +103,7 @@ class FailBack:
     def _exchange_list(self, peer: MirrorPeer) -> None:
         """Send ``peer`` the ids taken over from it (none, often), then the end of the list."""
         records: List[Tuple[bytes, str, str, List[bytes]]] = []
-        for epoch, taken in self.taken_ids.get(peer.node_id, []):
+        for epoch, taken in self.state.taken_ids.get(peer.node_id, []):
             records.append((OP_GROUP, "", "", [epoch.encode("ascii", "replace")]))
             for (topic, channel), ids in taken.items():
                 records.append((OP_TAKEN, topic, channel, ids))
@@ -125,16 +118,16 @@ class FailBack:
             if op == OP_GROUP:
                 # Finished apart can be told only by the process they
                 # were taken from: a restarted one lost track of them.
-                mine = bool(items) and items[0].decode("ascii", "replace") == self.epoch
+                mine = bool(items) and items[0].decode("ascii", "replace") == self.state.epoch
             elif op == OP_TAKEN:
                 gone = self._drop(topic, channel, items)
-                self.dropped_taken += len(gone)
+                self.state.dropped_taken += len(gone)
                 if mine:
                     finished = [msg_id for msg_id in items if msg_id not in gone]
                     if finished:
                         apart.setdefault((topic, channel), []).extend(finished)
             elif op == OP_LIST_END:
-                self.exchanges_applied += 1
+                self.state.exchanges_applied += 1
                 answer: List[Tuple[bytes, str, str, List[bytes]]] = [
                     (OP_FINISHED_APART, topic_name, channel_name, ids)
                     for (topic_name, channel_name), ids in self._apart.pop(peer.server_id, {}).items()
@@ -144,11 +137,11 @@ class FailBack:
                 self._release_hold("exchange with %s" % (peer.node_id,))
             elif op == OP_FINISHED_APART:
                 gone = self._drop(topic, channel, items)
-                self.dropped_finished_apart += len(gone)
+                self.state.dropped_finished_apart += len(gone)
             elif op == OP_ANSWER_END:
                 # Our list was applied there: no need to send it again.
-                self.taken_ids.pop(peer.node_id, None)
-                self.exchanges_answered += 1
+                self.state.taken_ids.pop(peer.node_id, None)
+                self.state.exchanges_answered += 1
 
     def _drop(self, topic_name: str, channel_name: str, ids: List[bytes]) -> List[bytes]:
         """

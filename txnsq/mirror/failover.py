@@ -9,13 +9,12 @@ until it is safe to drop or the taker is lost too.
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Set, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from twisted.logger import Logger
 
-from txnsq.mirror.exchange import Taken
-from txnsq.mirror.peer import MirrorPeer
 from txnsq.mirror.standby import StandbyCopy
+from txnsq.mirror.state import MirrorState
 
 __all__ = ["Failover"]
 
@@ -23,23 +22,16 @@ __all__ = ["Failover"]
 class Failover:
     """:class:`Mirror <txnsq.mirror.mirror.Mirror>`'s takeover of a peer's copy."""
 
+    state: MirrorState
+
     _log: Logger
     broker: Any
     clock: Any
-    node_id: str
-    peers: Dict[str, MirrorPeer]
-    copies: Dict[str, StandbyCopy]
     journal: Optional[Any]
-    taken_ids: Dict[str, List[Tuple[str, Taken]]]
-    taken_over: List[Dict[str, Any]]
     _timers: Dict[str, Any]
-    _down_since: Dict[str, float]
     #: Node ids unrouted for the failover timeout (and not back since).
-    lost: Set[str]
     #: Copies of lost or restarted nodes that another node is to take
     #: over, by node id: kept in case that node is lost too.
-    kept: Dict[str, StandbyCopy]
-    failover_timeout: float
     #: Per kept copy's node id: the call that drops it, a timeout after
     #: its node came back as a new process with its taker routed.
     _drops: Dict[str, Any]
@@ -52,15 +44,15 @@ class Failover:
         among this node, its routed peers and its peers unrouted for less
         than the timeout, ``node_id`` excepted.
         """
-        candidates = {self.node_id}
-        candidates.update(peer.node_id for peer in self.peers.values())
-        candidates.update(other for other in self._down_since if other not in self.lost)
+        candidates = {self.state.node_id}
+        candidates.update(peer.node_id for peer in self.state.peers.values())
+        candidates.update(other for other in self.state.down_since if other not in self.state.lost)
         candidates.discard(node_id)
         return min(candidates)
 
     def _routed_epoch(self, node_id: str) -> Optional[str]:
         """The epoch ``node_id`` is routed in now, or None."""
-        for peer in self.peers.values():
+        for peer in self.state.peers.values():
             if peer.node_id == node_id:
                 return peer.epoch
         return None
@@ -69,19 +61,19 @@ class Failover:
 
     def _failover(self, node_id: str) -> None:
         self._timers.pop(node_id, None)
-        self.lost.add(node_id)
+        self.state.lost.add(node_id)
         self._fail_over(node_id, "unreachable")
         self._reassess("taker lost")
 
     def _fail_over(self, node_id: str, reason: str) -> None:
         """Take over ``node_id``'s copy if this node is its taker; else keep it aside."""
-        if self.taker_of(node_id) == self.node_id:
+        if self.taker_of(node_id) == self.state.node_id:
             self._take_over(node_id, reason)
             return
-        copy = self.copies.pop(node_id, None)
+        copy = self.state.copies.pop(node_id, None)
         if copy is None:
             return
-        self.kept[node_id] = copy
+        self.state.kept[node_id] = copy
         self._log.info(
             "mirror: {peer} {reason}: {taker} takes over its {count} messages; "
             "copy kept here until that is safe",
@@ -98,11 +90,11 @@ class Failover:
         its taker, or dropped if its node is back as a new process while its
         taker is routed (the taker delivers it).
         """
-        for node_id, copy in list(self.kept.items()):
+        for node_id, copy in list(self.state.kept.items()):
             taker = self.taker_of(node_id)
-            if taker == self.node_id:
+            if taker == self.state.node_id:
                 self._cancel_drop(node_id)
-                self._take_over(node_id, reason, self.kept.pop(node_id))
+                self._take_over(node_id, reason, self.state.kept.pop(node_id))
                 continue
             epoch = self._routed_epoch(node_id)
             if epoch is None or epoch == copy.epoch or self._routed_epoch(taker) is None:
@@ -112,7 +104,7 @@ class Failover:
                 # (it takes over then, or at its own timeout, and mirrors
                 # what it took to us as its own records).
                 self._drops[node_id] = self.clock.callLater(
-                    self.failover_timeout, self._drop_kept, node_id
+                    self.state.failover_timeout, self._drop_kept, node_id
                 )
 
     def _cancel_drop(self, node_id: str) -> None:
@@ -123,19 +115,19 @@ class Failover:
     def _drop_kept(self, node_id: str) -> None:
         """Drop the kept copy of ``node_id`` if its taker is still routed and it still is not this node."""
         self._drops.pop(node_id, None)
-        copy = self.kept.get(node_id)
+        copy = self.state.kept.get(node_id)
         if copy is None:
             return
         taker = self.taker_of(node_id)
         epoch = self._routed_epoch(node_id)
         if (
-            taker != self.node_id
+            taker != self.state.node_id
             and epoch is not None
             and epoch != copy.epoch
             and self._routed_epoch(taker) is not None
         ):
-            del self.kept[node_id]
-            if self.journal is not None and node_id not in self.copies:
+            del self.state.kept[node_id]
+            if self.journal is not None and node_id not in self.state.copies:
                 self.journal.discard(node_id)
             self._log.info(
                 "mirror: dropped kept copy of {peer} ({count} messages): "
@@ -147,16 +139,16 @@ class Failover:
 
     def _take_over(self, node_id: str, reason: str, copy: Optional[StandbyCopy] = None) -> None:
         if copy is None:
-            copy = self.copies.pop(node_id, None)
+            copy = self.state.copies.pop(node_id, None)
         if copy is None:
             return
         taken: Dict[Tuple[str, str], List[bytes]] = {}
         moved = copy.take_over(self.broker, taken, self.clock.seconds())
         if taken:
-            self.taken_ids.setdefault(node_id, []).append((copy.epoch, taken))
-        if self.journal is not None and node_id not in self.copies:
+            self.state.taken_ids.setdefault(node_id, []).append((copy.epoch, taken))
+        if self.journal is not None and node_id not in self.state.copies:
             self.journal.discard(node_id)
-        self.taken_over.append(
+        self.state.taken_over.append(
             {
                 "node_id": node_id,
                 "epoch": copy.epoch,

@@ -14,6 +14,7 @@ from typing import Optional, Set
 from twisted.logger import Logger
 
 from txnsq.files import write_file_atomically
+from txnsq.mirror.state import MirrorState
 
 __all__ = ["NAMED_TOPICS_FILE", "NODE_ID_FILE", "NamedTopicsFile", "load_node_id", "random_id"]
 
@@ -62,8 +63,9 @@ class NamedTopicsFile:
     ``POST /topic/mirror`` in :attr:`named_file`, one a line.
     """
 
+    state: MirrorState
+
     _log: Logger
-    named: Set[str]
     named_file: Optional[str]
 
     def _load_named(self) -> Set[str]:
@@ -80,7 +82,7 @@ class NamedTopicsFile:
         """Write the named topics (atomically); logged, not raised, when it fails."""
         if not self.named_file:
             return
-        data = "".join(name + "\n" for name in sorted(self.named)).encode("ascii")
+        data = "".join(name + "\n" for name in sorted(self.state.named)).encode("ascii")
         try:
             write_file_atomically(self.named_file, data)
         except OSError as error:

@@ -7,12 +7,12 @@ treated as unrouted until it is heard again.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, Tuple
+from typing import Any, Callable, Tuple
 
 from twisted.logger import Logger
 
-from txnsq.mirror.peer import ACCOUNT, MirrorPeer
-from txnsq.cluster.route import RouteProtocol
+from txnsq.mirror.peer import ACCOUNT
+from txnsq.mirror.state import MirrorState
 from txnsq.protocol.mirror import SUBJECT_PING
 from txnsq.protocol.nats_route import encode_rmsg_head
 
@@ -34,12 +34,10 @@ def heartbeat_of(failover_timeout: float) -> Tuple[float, float]:
 class Heartbeat:
     """:class:`Mirror <txnsq.mirror.mirror.Mirror>`'s pings, and its watch for silent peers."""
 
+    state: MirrorState
+
     _log: Logger
     clock: Any
-    heartbeat: Tuple[float, float]
-    peers: Dict[str, MirrorPeer]
-    _silenced: Dict[str, RouteProtocol]
-    silences: int
     route_down: Callable[[str], None]
 
     # -- heartbeats -----------------------------------------------------------------
@@ -47,10 +45,10 @@ class Heartbeat:
     def _beat(self) -> None:
         """Ping every peer; a peer silent past the limit is treated as unrouted."""
         now = self.clock.seconds()
-        limit = self.heartbeat[1]
-        for server_id, peer in list(self.peers.items()):
+        limit = self.state.heartbeat[1]
+        for server_id, peer in list(self.state.peers.items()):
             if now - peer.heard > limit:
-                self.silences += 1
+                self.state.silences += 1
                 self._log.warn(
                     "mirror: peer {peer} silent for {seconds:.1f}s: treated as down",
                     peer=peer.node_id,
@@ -58,9 +56,9 @@ class Heartbeat:
                 )
                 route = peer.route
                 self.route_down(server_id)
-                self._silenced[server_id] = route
+                self.state.silenced[server_id] = route
             else:
                 peer.route.send_message(_PING_HEAD, b"")
-        for route in self._silenced.values():
+        for route in self.state.silenced.values():
             # Still routed: our pings let it hear us again when it wakes.
             route.send_message(_PING_HEAD, b"")

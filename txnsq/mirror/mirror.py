@@ -62,19 +62,19 @@ receiving, and the routes coming and going.
 from __future__ import annotations
 
 import re
-from collections import deque
-from typing import Any, Deque, Dict, List, Optional, Set, Tuple
+from typing import Any, Dict, Generic, List, Optional, Tuple, TypeVar
 
 from twisted.internet.task import LoopingCall
 from twisted.logger import Logger
 
 from txnsq.mirror.catch_up import CatchUp
-from txnsq.mirror.exchange import FailBack, Taken
+from txnsq.mirror.exchange import FailBack
 from txnsq.mirror.failover import Failover
 from txnsq.mirror.files import NamedTopicsFile, random_id
-from txnsq.mirror.gate import MAX_LAG_BYTES, AckGate, unconfirmed
+from txnsq.mirror.gate import AckGate, unconfirmed
 from txnsq.mirror.heartbeat import Heartbeat, heartbeat_of
 from txnsq.mirror.peer import ACCOUNT, MirrorPeer
+from txnsq.mirror.state import MAX_LAG_BYTES, MirrorState, Taken
 from txnsq.mirror.stats import MirrorStats
 from txnsq.cluster.route import RouteProtocol
 from txnsq.nsqd.broker import TopologyListener
@@ -97,6 +97,22 @@ __all__ = ["Mirror", "MirrorPeer"]
 
 #: The INFO field txnsq peers mirror through.
 INFO_FIELD = "txnsq_mirror"
+
+_T = TypeVar("_T")
+
+
+class _Shared(Generic[_T]):
+    """A :class:`Mirror` attribute that is its :class:`MirrorState`'s, read and set there."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, mirror: Mirror, owner: Optional[type] = None) -> _T:
+        value: _T = getattr(mirror.state, self.name)
+        return value
+
+    def __set__(self, mirror: Mirror, value: _T) -> None:
+        setattr(mirror.state, self.name, value)
 
 
 class Mirror(
@@ -126,6 +142,26 @@ class Mirror(
 
     _log = Logger()
 
+    node_id: _Shared[str] = _Shared()
+    epoch: _Shared[str] = _Shared()
+    sync: _Shared[bool] = _Shared()
+    max_lag_bytes: _Shared[int] = _Shared()
+    min_standbys: _Shared[int] = _Shared()
+    peers: _Shared[Dict[str, MirrorPeer]] = _Shared()
+    seq: _Shared[int] = _Shared()
+    lag_bytes: _Shared[int] = _Shared()
+    batches_sent: _Shared[int] = _Shared()
+    catch_ups: _Shared[int] = _Shared()
+    catch_up_messages: _Shared[int] = _Shared()
+    silences: _Shared[int] = _Shared()
+    copies: _Shared[Dict[str, StandbyCopy]] = _Shared()
+    kept: _Shared[Dict[str, StandbyCopy]] = _Shared()
+    taken_over: _Shared[List[Dict[str, Any]]] = _Shared()
+    taken_ids: _Shared[Dict[str, List[Tuple[str, Taken]]]] = _Shared()
+    exchanges_answered: _Shared[int] = _Shared()
+    dropped_taken: _Shared[int] = _Shared()
+    dropped_finished_apart: _Shared[int] = _Shared()
+
     def __init__(
         self,
         broker: Any,
@@ -144,96 +180,50 @@ class Mirror(
         self.broker = broker
         self.node = node
         self.clock = clock
-        self.node_id = node_id
-        self.epoch = random_id()
+        #: What the parts share (:class:`MirrorState`).
+        self.state = MirrorState(
+            node_id,
+            random_id(),
+            sync=ack == "sync",
+            failover_timeout=failover_timeout,
+            max_lag_bytes=max_lag_bytes,
+            min_standbys=min_standbys,
+            heartbeat=heartbeat if heartbeat is not None else heartbeat_of(failover_timeout),
+        )
         self._pattern = re.compile(topics) if topics else None
-        self.named: Set[str] = set()
         #: Where ``POST /topic/mirror``'s topics are kept (one a line), or None.
         self.named_file = named_file
-        #: (ping interval, silence limit) in seconds; (0, 0): no heartbeat.
-        self.heartbeat = heartbeat if heartbeat is not None else heartbeat_of(failover_timeout)
         self._beats: Optional[LoopingCall] = None
-        #: Route server ids of peers silent past the limit (routed still).
-        self._silenced: Dict[str, RouteProtocol] = {}
-        self.silences = 0
-        self.sync = ack == "sync"
-        self.failover_timeout = failover_timeout
-        self.max_lag_bytes = max_lag_bytes
-        self.min_standbys = min_standbys
         self.recorder = MirrorRecorder(self._schedule, self.flush)
-        self.peers: Dict[str, MirrorPeer] = {}
-        self.seq = 0
-        self.copies: Dict[str, StandbyCopy] = {}
-        self.taken_over: List[Dict[str, Any]] = []
-        self.batches_sent = 0
-        self.bytes_sent = 0
-        self.batches_applied = 0
-        self.decode_errors = 0
-        self.producers_held = 0
-        #: Producers failed (``--mirror-min-standbys``): stored here, not
-        #: confirmed by enough standbys.
-        self.producers_failed = 0
-        #: Messages sent to peers as they came (catch-up), and catch-ups
-        #: run (each of every mirrored channel, in slices).
-        self.catch_up_messages = 0
-        self.catch_ups = 0
         self._flush_call: Any = None
-        # The catch-up under way: (topic, channel, messages) still to send
-        # (from the first one's ``_catch_up_pos``), the records gathered
-        # meanwhile (sent behind it, in order), the producers waiting for
-        # those, the call sending the next slice, and whether a peer came
-        # while it ran (another catch-up follows).
-        self._catch_up_queue: Deque[Tuple[str, str, List[bytes]]] = deque()
-        self._catch_up_pos = 0
-        self._catching_up = False
-        self._behind: List[RecordBuilder] = []
-        self._behind_bytes = 0
-        self._waiting_behind: List[Any] = []
+        # The call sending the catch-up's next slice, and whether a peer
+        # came while it ran (another catch-up follows).
         self._catch_up_call: Any = None
         self._catch_up_again = False
-        # (seq, size) of payloads some peer has not acked, oldest first.
-        self._unacked: List[Tuple[int, int]] = []
-        self.lag_bytes = 0
-        self._waiting: List[Tuple[int, Any]] = []
         self._timers: Dict[str, Any] = {}
-        self.lost: Set[str] = set()
-        self.kept: Dict[str, StandbyCopy] = {}
         self._drops: Dict[str, Any] = {}
-        # The peer (node id) each route's server is, while routed.
-        self._down_since: Dict[str, float] = {}
         self._head_cache: Dict[int, bytes] = {}
         self._known_topics: Dict[str, int] = {}
         self._mirrored: Dict[str, bool] = {}
         #: Where copies are kept across restarts (a CopyJournal), or None.
         self.journal = journal
-        #: Per peer node id: (its epoch, the ids taken over) of each
-        #: takeover not yet applied by that node in an exchange.
-        self.taken_ids: Dict[str, List[Tuple[str, Taken]]] = {}
         #: Per route server id: the finished-apart ids gathered while its
         #: exchange list comes in.
         self._apart: Dict[str, Taken] = {}
-        #: Fail-back exchanges applied (received) and answered to us.
-        self.exchanges_applied = 0
-        self.exchanges_answered = 0
-        #: Messages dropped here because a peer took them over, and
-        #: messages dropped here because the peer finished them apart.
-        self.dropped_taken = 0
-        self.dropped_finished_apart = 0
         #: Channels whose delivery waits for the first exchange (at start).
         self._holding: List[Any] = []
-        self._holding_topics: Set[str] = set()
         self._hold_timer: Any = None
 
     # -- life --------------------------------------------------------------------
 
     def start(self) -> None:
         """Hook into the broker and the route node; mark the existing topics."""
-        self.named |= self._load_named()
-        if self.heartbeat[0] > 0:
+        self.state.named |= self._load_named()
+        if self.state.heartbeat[0] > 0:
             self._beats = LoopingCall(self._beat)
             self._beats.clock = self.clock
-            self._beats.start(self.heartbeat[0], now=False)
-        self.node.info_extra[INFO_FIELD] = {"id": self.node_id, "epoch": self.epoch}
+            self._beats.start(self.state.heartbeat[0], now=False)
+        self.node.info_extra[INFO_FIELD] = {"id": self.state.node_id, "epoch": self.state.epoch}
         self.node.observers.append(self)
         self.node.internal_handler = self._internal
         self.broker.add_listener(self)
@@ -246,26 +236,26 @@ class Mirror(
             if topic.mirror is not None and holds_messages(topic):
                 # Kept from before a restart: a peer may have taken these
                 # over meanwhile; not delivered before its exchange says.
-                self._holding_topics.add(topic.name)
+                self.state.holding_topics.add(topic.name)
                 for channel in list(topic.channels.values()):
                     self._hold(channel)
-        if self._holding_topics:
+        if self.state.holding_topics:
             self._hold_timer = self.clock.callLater(
-                self.failover_timeout, self._release_hold, "no peer"
+                self.state.failover_timeout, self._release_hold, "no peer"
             )
             self._log.info(
                 "mirror: delivery of {topics} held until a peer's exchange "
                 "(at most {timeout}s)",
-                topics=sorted(self._holding_topics),
-                timeout=self.failover_timeout,
+                topics=sorted(self.state.holding_topics),
+                timeout=self.state.failover_timeout,
             )
         if self.journal is not None:
             for copy in self.journal.load():
                 # Kept from before a restart: delivered if its node does
                 # not come back within the timeout.
-                self.copies[copy.node_id] = copy
+                self.state.copies[copy.node_id] = copy
                 self._timers[copy.node_id] = self.clock.callLater(
-                    self.failover_timeout, self._failover, copy.node_id
+                    self.state.failover_timeout, self._failover, copy.node_id
                 )
                 self._log.info(
                     "mirror: kept copy of {peer}: {count} messages",
@@ -298,7 +288,7 @@ class Mirror(
         if call is not None and call.active():
             call.cancel()
         self._end_catch_up()
-        if self.min_standbys and self.sync:
+        if self.state.min_standbys and self.state.sync:
             self._fail_all(unconfirmed("mirror: stopping"))
         self._release_all()
 
@@ -309,7 +299,7 @@ class Mirror(
         found = self._mirrored.get(name)
         if found is None:
             pattern = self._pattern
-            found = name in self.named or (
+            found = name in self.state.named or (
                 pattern is not None and pattern.search(name) is not None
             )
             if len(self._mirrored) > 65536:
@@ -326,8 +316,8 @@ class Mirror(
         if name.endswith("#ephemeral"):
             raise ValueError("an ephemeral topic cannot be mirrored")
         topic = self.broker.get_topic(name)
-        if name not in self.named:
-            self.named.add(name)
+        if name not in self.state.named:
+            self.state.named.add(name)
             self._keep_named()
         self._mirrored.pop(name, None)
         self.topic_created(topic)
@@ -341,7 +331,7 @@ class Mirror(
 
     def channel_created(self, topic: Any, channel: Any) -> None:
         """Peers create the channel in their copy."""
-        if topic.name in self._holding_topics:
+        if topic.name in self.state.holding_topics:
             self._hold(channel)
         if topic.mirror is not None and not channel.ephemeral:
             self.recorder.channel_changed(CHANNEL_OPS["create"], topic.name, channel.name)
@@ -355,22 +345,22 @@ class Mirror(
 
     def _internal(self, route: RouteProtocol, batch: RouteMessages) -> int:
         count = len(batch.payloads)
-        peer = self.peers.get(route.server_id or "")
+        peer = self.state.peers.get(route.server_id or "")
         if peer is None:
-            if self._silenced.get(route.server_id or "") is route:
+            if self.state.silenced.get(route.server_id or "") is route:
                 # Silent for a while, and heard again: routed anew.
                 self._log.info("mirror: silent peer heard again")
                 self.route_up(route)
-                peer = self.peers.get(route.server_id or "")
+                peer = self.state.peers.get(route.server_id or "")
             if peer is None:
                 # Not a mirroring peer (or not yet): nothing to do with it.
                 return count
         peer.heard = self.clock.seconds()
         if batch.subject == SUBJECT_DATA:
-            copy = self.copies.get(peer.node_id)
+            copy = self.state.copies.get(peer.node_id)
             journal = self.journal
             if copy is None or copy.epoch != peer.epoch:
-                copy = self.copies[peer.node_id] = StandbyCopy(peer.node_id, peer.epoch)
+                copy = self.state.copies[peer.node_id] = StandbyCopy(peer.node_id, peer.epoch)
                 if journal is not None:
                     journal.started(copy)
             last = 0
@@ -378,7 +368,7 @@ class Mirror(
                 try:
                     seq, records = decode_records(payload, packed=True)
                 except MirrorDecodeError as error:
-                    self.decode_errors += 1
+                    self.state.decode_errors += 1
                     self._log.warn(
                         "mirror: bad payload from {peer}: {error}", peer=peer.node_id, error=error
                     )
@@ -389,7 +379,7 @@ class Mirror(
                     journal.applied(
                         copy, payload, sum(len(items) for _, _, _, items in records) or 1, now
                     )
-                self.batches_applied += 1
+                self.state.batches_applied += 1
                 last = seq
             topics = self.broker.topics
             if len(copy.topics) != self._known_topics.get(peer.node_id, 0):
@@ -408,7 +398,7 @@ class Mirror(
                 try:
                     seq = decode_ack(payload)
                 except MirrorDecodeError:
-                    self.decode_errors += 1
+                    self.state.decode_errors += 1
                     continue
                 if seq > peer.acked:
                     peer.acked = seq
@@ -418,7 +408,7 @@ class Mirror(
                 try:
                     _, records = decode_records(payload)
                 except MirrorDecodeError as error:
-                    self.decode_errors += 1
+                    self.state.decode_errors += 1
                     self._log.warn(
                         "mirror: bad exchange from {peer}: {error}", peer=peer.node_id, error=error
                     )
@@ -435,42 +425,42 @@ class Mirror(
             return
         node_id = str(fields.get("id", ""))
         epoch = str(fields.get("epoch", ""))
-        if not node_id or node_id == self.node_id:
+        if not node_id or node_id == self.state.node_id:
             return
         server_id = route.server_id or ""
-        self._silenced.pop(server_id, None)
-        existing = self.peers.get(server_id)
+        self.state.silenced.pop(server_id, None)
+        existing = self.state.peers.get(server_id)
         if existing is not None:
             existing.route = route
             return
         peer = MirrorPeer(route, node_id, epoch, self.clock.seconds())
         # Payloads sent before it was routed are none of its business.
-        peer.acked = self.seq
-        self.peers[server_id] = peer
+        peer.acked = self.state.seq
+        self.state.peers[server_id] = peer
         self.recorder.live = True
         timer = self._timers.pop(node_id, None)
         if timer is not None and timer.active():
             timer.cancel()
-        self._down_since.pop(node_id, None)
-        self.lost.discard(node_id)
-        if self.min_standbys and self.sync and self._waiting:
+        self.state.down_since.pop(node_id, None)
+        self.state.lost.discard(node_id)
+        if self.state.min_standbys and self.state.sync and self.state.waiting:
             # Those waiting count this peer only once it holds their
             # messages: once it has applied the catch-up that brings them.
-            self._waiting_behind.extend(conn for _, conn in self._waiting)
-            self._waiting = []
+            self.state.waiting_behind.extend(conn for _, conn in self.state.waiting)
+            self.state.waiting = []
         self._standbys_changed()
         self._catch_up()
-        copy = self.copies.get(node_id)
+        copy = self.state.copies.get(node_id)
         if copy is not None and copy.epoch != epoch:
             # The peer was restarted: what it held in memory is gone, and
             # what it kept is its taker's to deliver from now on.
             self._fail_over(node_id, "restarted")
-        kept = self.kept.get(node_id)
-        if kept is not None and kept.epoch == epoch and node_id not in self.copies:
+        kept = self.state.kept.get(node_id)
+        if kept is not None and kept.epoch == epoch and node_id not in self.state.copies:
             # Back in the same process: the copy kept aside is live again.
-            self.copies[node_id] = self.kept.pop(node_id)
+            self.state.copies[node_id] = self.state.kept.pop(node_id)
         self._reassess("restarted")
-        for done in self.taken_over:
+        for done in self.state.taken_over:
             if done["node_id"] == node_id and done["epoch"] == epoch and not done["split_brain"]:
                 done["split_brain"] = True
                 self._log.warn(
@@ -484,14 +474,14 @@ class Mirror(
 
     def route_down(self, server_id: str) -> None:
         """A server has no route left: it is lost, and its copy fails over, after the timeout."""
-        self._silenced.pop(server_id, None)
-        peer = self.peers.pop(server_id, None)
+        self.state.silenced.pop(server_id, None)
+        peer = self.state.peers.pop(server_id, None)
         if peer is None:
             return
-        if not self.peers:
+        if not self.state.peers:
             self.recorder.live = False
-            self._unacked = []
-            self.lag_bytes = 0
+            self.state.unacked = []
+            self.state.lag_bytes = 0
             # Records gathered for no one (async mode keeps a turn's
             # while a payload is unacked): a peer routed later is caught
             # up from the queues instead.
@@ -500,17 +490,17 @@ class Mirror(
         # Too few left for --mirror-min-standbys: those waiting fail.
         self._standbys_changed()
         self._release()
-        if not self.peers:
+        if not self.state.peers:
             self._release_all()
         node_id = peer.node_id
-        self._down_since[node_id] = self.clock.seconds()
+        self.state.down_since[node_id] = self.clock.seconds()
         if node_id not in self._timers:
             # Also without a copy: once lost, it is no longer a taker.
             self._timers[node_id] = self.clock.callLater(
-                self.failover_timeout, self._failover, node_id
+                self.state.failover_timeout, self._failover, node_id
             )
         self._log.info(
             "mirror: peer {peer} down; failover in {timeout}s",
             peer=node_id,
-            timeout=self.failover_timeout,
+            timeout=self.state.failover_timeout,
         )
