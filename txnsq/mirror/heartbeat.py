@@ -1,14 +1,17 @@
-# -*- test-case-name: tests.test_cluster_mirror -*-
+# -*- test-case-name: tests.test_mirror_heartbeat,tests.test_cluster_mirror -*-
 """
-The mirror's heartbeat (:mod:`txnsq.mirror.mirror`): every mirroring peer
-is pinged every ``heartbeat`` seconds, and one silent past the limit is
-treated as unrouted until it is heard again.
+The mirror's heartbeat (a part of :class:`Mirror
+<txnsq.mirror.mirror.Mirror>`): every mirroring peer is pinged every
+``heartbeat`` seconds, and one silent past the limit is treated as
+unrouted until it is heard again.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable, Tuple
+from typing import Callable, Optional, Tuple
 
+from twisted.internet.interfaces import IReactorTime
+from twisted.internet.task import LoopingCall
 from twisted.logger import Logger
 
 from txnsq.mirror.peer import ACCOUNT
@@ -32,23 +35,54 @@ def heartbeat_of(failover_timeout: float) -> Tuple[float, float]:
 
 
 class Heartbeat:
-    """:class:`Mirror <txnsq.mirror.mirror.Mirror>`'s pings, and its watch for silent peers."""
+    """
+    The mirror's pings, and its watch for silent peers: every
+    ``state.heartbeat[0]`` seconds each peer is sent an empty
+    ``$NSQ.mirror.ping``; a peer not heard from (``MirrorPeer.heard``)
+    for ``state.heartbeat[1]`` seconds is treated as unrouted until it is
+    heard again -- the routes of such peers are kept in
+    ``state.silenced``, and still pinged, so that a peer waking up hears
+    us.  ``(0, 0)``: no heartbeat.
 
-    state: MirrorState
+    :param state: the mirror's state: its peers, the silenced routes and
+        the count of silences.
+    :param clock: ``IReactorTime``.
+    :param route_down: called with the route server id of a peer found
+        silent (the mirror forgets it as if its route had gone).
+    """
 
-    _log: Logger
-    clock: Any
-    route_down: Callable[[str], None]
+    _log = Logger()
 
-    # -- heartbeats -----------------------------------------------------------------
+    def __init__(
+        self, state: MirrorState, clock: IReactorTime, route_down: Callable[[str], None]
+    ) -> None:
+        self.state = state
+        self.clock = clock
+        self.route_down = route_down
+        self._beats: Optional[LoopingCall] = None
 
-    def _beat(self) -> None:
+    def start(self) -> None:
+        """Ping every interval from now on (none with no heartbeat)."""
+        interval = self.state.heartbeat[0]
+        if interval > 0 and self._beats is None:
+            self._beats = LoopingCall(self.beat)
+            self._beats.clock = self.clock
+            self._beats.start(interval, now=False)
+
+    def stop(self) -> None:
+        """Ping no more."""
+        beats, self._beats = self._beats, None
+        if beats is not None and beats.running:
+            beats.stop()
+
+    def beat(self) -> None:
         """Ping every peer; a peer silent past the limit is treated as unrouted."""
+        state = self.state
         now = self.clock.seconds()
-        limit = self.state.heartbeat[1]
-        for server_id, peer in list(self.state.peers.items()):
+        limit = state.heartbeat[1]
+        for server_id, peer in list(state.peers.items()):
             if now - peer.heard > limit:
-                self.state.silences += 1
+                state.silences += 1
                 self._log.warn(
                     "mirror: peer {peer} silent for {seconds:.1f}s: treated as down",
                     peer=peer.node_id,
@@ -56,9 +90,9 @@ class Heartbeat:
                 )
                 route = peer.route
                 self.route_down(server_id)
-                self.state.silenced[server_id] = route
+                state.silenced[server_id] = route
             else:
                 peer.route.send_message(_PING_HEAD, b"")
-        for route in self.state.silenced.values():
+        for route in state.silenced.values():
             # Still routed: our pings let it hear us again when it wakes.
             route.send_message(_PING_HEAD, b"")

@@ -64,7 +64,6 @@ from __future__ import annotations
 import re
 from typing import Any, Dict, Generic, List, Optional, Tuple, TypeVar
 
-from twisted.internet.task import LoopingCall
 from twisted.logger import Logger
 
 from txnsq.mirror.catch_up import CatchUp
@@ -116,7 +115,7 @@ class _Shared(Generic[_T]):
 
 
 class Mirror(
-    CatchUp, AckGate, FailBack, Heartbeat, Failover, NamedTopicsFile, MirrorStats, TopologyListener
+    CatchUp, AckGate, FailBack, Failover, NamedTopicsFile, MirrorStats, TopologyListener
 ):
     """
     One node's mirroring: what it sends its peers, the copies it keeps of
@@ -193,7 +192,7 @@ class Mirror(
         self._pattern = re.compile(topics) if topics else None
         #: Where ``POST /topic/mirror``'s topics are kept (one a line), or None.
         self.named_file = named_file
-        self._beats: Optional[LoopingCall] = None
+        self.heartbeats = Heartbeat(self.state, clock, self.route_down)
         self.recorder = MirrorRecorder(self._schedule, self.flush)
         self._flush_call: Any = None
         # The call sending the catch-up's next slice, and whether a peer
@@ -219,10 +218,7 @@ class Mirror(
     def start(self) -> None:
         """Hook into the broker and the route node; mark the existing topics."""
         self.state.named |= self._load_named()
-        if self.state.heartbeat[0] > 0:
-            self._beats = LoopingCall(self._beat)
-            self._beats.clock = self.clock
-            self._beats.start(self.state.heartbeat[0], now=False)
+        self.heartbeats.start()
         self.node.info_extra[INFO_FIELD] = {"id": self.state.node_id, "epoch": self.state.epoch}
         self.node.observers.append(self)
         self.node.internal_handler = self._internal
@@ -281,9 +277,7 @@ class Mirror(
         if self.journal is not None:
             self.journal.close()
         self._release_hold("stopping")
-        beats, self._beats = self._beats, None
-        if beats is not None and beats.running:
-            beats.stop()
+        self.heartbeats.stop()
         call, self._flush_call = self._flush_call, None
         if call is not None and call.active():
             call.cancel()
