@@ -115,7 +115,7 @@ class _Shared(Generic[_T]):
 
 
 class Mirror(
-    CatchUp, AckGate, FailBack, Failover, NamedTopicsFile, MirrorStats, TopologyListener
+    CatchUp, AckGate, FailBack, Failover, MirrorStats, TopologyListener
 ):
     """
     One node's mirroring: what it sends its peers, the copies it keeps of
@@ -190,8 +190,8 @@ class Mirror(
             heartbeat=heartbeat if heartbeat is not None else heartbeat_of(failover_timeout),
         )
         self._pattern = re.compile(topics) if topics else None
-        #: Where ``POST /topic/mirror``'s topics are kept (one a line), or None.
-        self.named_file = named_file
+        #: Where ``POST /topic/mirror``'s topics are kept.
+        self.topics_file = NamedTopicsFile(named_file)
         self.heartbeats = Heartbeat(self.state, clock, self.route_down)
         self.recorder = MirrorRecorder(self._schedule, self.flush)
         self._flush_call: Any = None
@@ -217,7 +217,7 @@ class Mirror(
 
     def start(self) -> None:
         """Hook into the broker and the route node; mark the existing topics."""
-        self.state.named |= self._load_named()
+        self.state.named |= self.topics_file.load()
         self.heartbeats.start()
         self.node.info_extra[INFO_FIELD] = {"id": self.state.node_id, "epoch": self.state.epoch}
         self.node.observers.append(self)
@@ -312,7 +312,7 @@ class Mirror(
         topic = self.broker.get_topic(name)
         if name not in self.state.named:
             self.state.named.add(name)
-            self._keep_named()
+            self.topics_file.keep(self.state.named)
         self._mirrored.pop(name, None)
         self.topic_created(topic)
 
