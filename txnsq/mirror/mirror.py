@@ -115,7 +115,7 @@ class _Shared(Generic[_T]):
 
 
 class Mirror(
-    CatchUp, AckGate, FailBack, Failover, MirrorStats, TopologyListener
+    CatchUp, AckGate, FailBack, Failover, TopologyListener
 ):
     """
     One node's mirroring: what it sends its peers, the copies it keeps of
@@ -194,6 +194,7 @@ class Mirror(
         self.topics_file = NamedTopicsFile(named_file)
         self.heartbeats = Heartbeat(self.state, clock, self.route_down)
         self.recorder = MirrorRecorder(self._schedule, self.flush)
+        self.figures = MirrorStats(self.state, broker, clock, self.recorder)
         self._flush_call: Any = None
         # The call sending the catch-up's next slice, and whether a peer
         # came while it ran (another catch-up follows).
@@ -285,6 +286,16 @@ class Mirror(
         if self.state.min_standbys and self.state.sync:
             self._fail_all(unconfirmed("mirror: stopping"))
         self._release_all()
+
+    # -- /stats ------------------------------------------------------------------
+
+    def topic_role(self, topic: Any) -> Optional[Dict[str, Any]]:
+        """A mirrored topic's marking in /stats, or ``None`` when not mirrored."""
+        return self.figures.topic_role(topic)
+
+    def stats(self) -> Dict[str, Any]:
+        """The ``mirror`` part of the cluster section of /stats."""
+        return self.figures.stats()
 
     # -- which topics ------------------------------------------------------------
 

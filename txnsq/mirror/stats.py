@@ -1,30 +1,46 @@
-# -*- test-case-name: tests.test_cluster_mirror -*-
+# -*- test-case-name: tests.test_mirror_stats,tests.test_cluster_mirror -*-
 """
-The mirror's part of /stats (:mod:`txnsq.mirror.mirror`): the roles of
-mirrored topics, and the cluster section's ``mirror`` object.
+The mirror's part of /stats (a part of :class:`Mirror
+<txnsq.mirror.mirror.Mirror>`): the roles of mirrored topics, and the
+cluster section's ``mirror`` object.
 """
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional
+from typing import TYPE_CHECKING, Any, Dict, Optional
 
+from twisted.internet.interfaces import IReactorTime
+
+from txnsq.mirror.recorder import MirrorRecorder
 from txnsq.mirror.state import MirrorState
+
+if TYPE_CHECKING:
+    from txnsq.nsqd.broker import Broker
+    from txnsq.nsqd.topic import Topic
 
 __all__ = ["MirrorStats"]
 
 
 class MirrorStats:
-    """:class:`Mirror <txnsq.mirror.mirror.Mirror>`'s figures for /stats."""
+    """
+    The mirror's figures for /stats, read from its state.
 
-    state: MirrorState
+    :param state: the mirror's state.
+    :param broker: nsqd's broker (its topics, mirrored or not).
+    :param clock: ``IReactorTime`` (how long ago peers were heard, or went).
+    :param recorder: the recorder of this node's mirrored topics (the
+        publishes it refused).
+    """
 
-    broker: Any
-    clock: Any
-    recorder: Any
+    def __init__(
+        self, state: MirrorState, broker: Broker, clock: IReactorTime, recorder: MirrorRecorder
+    ) -> None:
+        self.state = state
+        self.broker = broker
+        self.clock = clock
+        self.recorder = recorder
 
-    # -- stats --------------------------------------------------------------------
-
-    def topic_role(self, topic: Any) -> Optional[Dict[str, Any]]:
+    def topic_role(self, topic: Topic) -> Optional[Dict[str, Any]]:
         """A mirrored topic's marking in /stats, or ``None`` when not mirrored."""
         if topic.mirror is None:
             return None
