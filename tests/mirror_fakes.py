@@ -9,10 +9,12 @@ from __future__ import annotations
 from typing import List, Tuple
 
 from txnsq.mirror.peer import MirrorPeer
+from txnsq.mirror.standby import StandbyCopy
 from txnsq.mirror.state import MirrorState
-from txnsq.protocol.mirror import decode_records
+from txnsq.protocol.message import encode_message
+from txnsq.protocol.mirror import OP_CHANNEL_CREATE, OP_MESSAGES, RecordBuilder, decode_records
 
-__all__ = ["FakeConnection", "FakeRoute", "add_peer"]
+__all__ = ["FakeConnection", "FakeRoute", "add_peer", "copy_holding", "message"]
 
 
 class FakeRoute:
@@ -64,3 +66,18 @@ class FakeConnection:
 
     def mirror_fail(self, reason: str) -> None:
         self.failed.append(reason)
+
+
+def message(n: int, body: bytes = b"x") -> bytes:
+    """Message ``n`` as a channel holds it, its id made of the number."""
+    return encode_message(1, 0, b"%016d" % (n,), body)
+
+
+def copy_holding(node_id: str, topic: str, count: int, epoch: str = "e") -> StandbyCopy:
+    """A copy of ``node_id`` holding messages 0 to ``count`` - 1 of ``topic``'s channel ``c``."""
+    copy = StandbyCopy(node_id, epoch)
+    builder = RecordBuilder()
+    builder.add(OP_CHANNEL_CREATE, topic, "c", [])
+    builder.add(OP_MESSAGES, topic, "", [message(n) for n in range(count)])
+    copy.apply(1, decode_records(builder.encode(1))[1])
+    return copy

@@ -10,23 +10,10 @@ from twisted.internet.task import Clock
 from twisted.trial.unittest import SynchronousTestCase
 
 from tests.core_fakes import START, make_broker
-from tests.mirror_fakes import add_peer
+from tests.mirror_fakes import add_peer, copy_holding
 from txnsq.mirror.recorder import MirrorRecorder
-from txnsq.mirror.standby import StandbyCopy
 from txnsq.mirror.state import MirrorState
 from txnsq.mirror.stats import MirrorStats
-from txnsq.protocol.message import encode_message
-from txnsq.protocol.mirror import OP_CHANNEL_CREATE, OP_MESSAGES, RecordBuilder, decode_records
-
-
-def copy_holding(node_id: str, topic: str, count: int) -> StandbyCopy:
-    """A copy of ``node_id`` holding ``count`` messages of ``topic``'s channel ``c``."""
-    copy = StandbyCopy(node_id, "e")
-    builder = RecordBuilder()
-    builder.add(OP_CHANNEL_CREATE, topic, "c", [])
-    builder.add(OP_MESSAGES, topic, "", [encode_message(1, 0, b"%016d" % (n,), b"x") for n in range(count)])
-    copy.apply(1, decode_records(builder.encode(1))[1])
-    return copy
 
 
 class MirrorStatsTests(SynchronousTestCase):

@@ -1,6 +1,7 @@
-# -*- test-case-name: tests.test_cluster_mirror -*-
+# -*- test-case-name: tests.test_mirror_failover,tests.test_cluster_mirror -*-
 """
-The mirror's failover (:mod:`txnsq.mirror.mirror`): a peer's copy handed
+The mirror's failover (a part of :class:`Mirror
+<txnsq.mirror.mirror.Mirror>`): a peer's copy handed
 to this node's channels, which deliver it, when the peer has been unrouted
 for the timeout or comes back as a new process -- by one node only, the
 designated taker (:meth:`Failover.taker_of`); the others keep their copy
@@ -9,32 +10,74 @@ until it is safe to drop or the taker is lost too.
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Tuple
+from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
 
+from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from twisted.logger import Logger
 
 from txnsq.mirror.standby import StandbyCopy
 from txnsq.mirror.state import MirrorState
 
+if TYPE_CHECKING:
+    from txnsq.mirror.journal import CopyJournal
+    from txnsq.nsqd.broker import Broker
+
 __all__ = ["Failover"]
 
 
 class Failover:
-    """:class:`Mirror <txnsq.mirror.mirror.Mirror>`'s takeover of a peer's copy."""
+    """
+    The takeover of lost peers' copies.  A peer unrouted for
+    ``state.failover_timeout`` (:meth:`schedule`), or back as a new
+    process (:meth:`fail_over`), has its copy in ``state.copies`` handed
+    to this node's channels when this node is its taker; else the copy is
+    kept aside (``state.kept``) until the taker has it, or is lost too.
+    Takeovers are counted in ``state.taken_over``, their ids kept in
+    ``state.taken_ids`` for the fail-back exchange.
 
-    state: MirrorState
+    :param state: the mirror's state.
+    :param clock: ``IReactorTime``.
+    :param broker: nsqd's broker, whose topics take the copies over.
+    :param journal: where the copies are kept across restarts (a
+        :class:`CopyJournal <txnsq.mirror.journal.CopyJournal>`: a copy
+        taken over or dropped is discarded there), or ``None``.
+    """
 
-    _log: Logger
-    broker: Any
-    clock: Any
-    journal: Optional[Any]
-    _timers: Dict[str, Any]
-    #: Node ids unrouted for the failover timeout (and not back since).
-    #: Copies of lost or restarted nodes that another node is to take
-    #: over, by node id: kept in case that node is lost too.
-    #: Per kept copy's node id: the call that drops it, a timeout after
-    #: its node came back as a new process with its taker routed.
-    _drops: Dict[str, Any]
+    _log = Logger()
+
+    def __init__(
+        self, state: MirrorState, clock: IReactorTime, broker: Broker, journal: Optional[CopyJournal] = None
+    ) -> None:
+        self.state = state
+        self.clock = clock
+        self.broker = broker
+        self.journal = journal
+        # Per unrouted peer (node id): the call that fails it over.
+        self._timers: Dict[str, IDelayedCall] = {}
+        # Per kept copy's node id: the call that drops it, a timeout after
+        # its node came back as a new process with its taker routed.
+        self._drops: Dict[str, IDelayedCall] = {}
+
+    def schedule(self, node_id: str) -> None:
+        """``node_id`` is unrouted: it is lost, and its copy fails over, after the timeout (unless :meth:`cancel`)."""
+        if node_id not in self._timers:
+            self._timers[node_id] = self.clock.callLater(
+                self.state.failover_timeout, self.timed_out, node_id
+            )
+
+    def cancel(self, node_id: str) -> None:
+        """``node_id`` is routed again before its timeout: no failover."""
+        timer = self._timers.pop(node_id, None)
+        if timer is not None and timer.active():
+            timer.cancel()
+
+    def stop(self) -> None:
+        """Cancel every pending failover and drop."""
+        for calls in (self._timers, self._drops):
+            for call in calls.values():
+                if call.active():
+                    call.cancel()
+            calls.clear()
 
     # -- the taker ------------------------------------------------------------------
 
@@ -59,13 +102,14 @@ class Failover:
 
     # -- failover -----------------------------------------------------------------
 
-    def _failover(self, node_id: str) -> None:
+    def timed_out(self, node_id: str) -> None:
+        """``node_id`` has been unrouted for the timeout: lost; its copy fails over."""
         self._timers.pop(node_id, None)
         self.state.lost.add(node_id)
-        self._fail_over(node_id, "unreachable")
-        self._reassess("taker lost")
+        self.fail_over(node_id, "unreachable")
+        self.reassess("taker lost")
 
-    def _fail_over(self, node_id: str, reason: str) -> None:
+    def fail_over(self, node_id: str, reason: str) -> None:
         """Take over ``node_id``'s copy if this node is its taker; else keep it aside."""
         if self.taker_of(node_id) == self.state.node_id:
             self._take_over(node_id, reason)
@@ -82,9 +126,9 @@ class Failover:
             taker=self.taker_of(node_id),
             count=copy.count(),
         )
-        self._reassess(reason)
+        self.reassess(reason)
 
-    def _reassess(self, reason: str) -> None:
+    def reassess(self, reason: str) -> None:
         """
         The view changed: each kept copy is taken over if this node is now
         its taker, or dropped if its node is back as a new process while its

@@ -115,7 +115,7 @@ class _Shared(Generic[_T]):
 
 
 class Mirror(
-    CatchUp, AckGate, FailBack, Failover, TopologyListener
+    CatchUp, AckGate, FailBack, TopologyListener
 ):
     """
     One node's mirroring: what it sends its peers, the copies it keeps of
@@ -200,13 +200,12 @@ class Mirror(
         # came while it ran (another catch-up follows).
         self._catch_up_call: Any = None
         self._catch_up_again = False
-        self._timers: Dict[str, Any] = {}
-        self._drops: Dict[str, Any] = {}
         self._head_cache: Dict[int, bytes] = {}
         self._known_topics: Dict[str, int] = {}
         self._mirrored: Dict[str, bool] = {}
         #: Where copies are kept across restarts (a CopyJournal), or None.
         self.journal = journal
+        self.failover = Failover(self.state, clock, broker, journal)
         #: Per route server id: the finished-apart ids gathered while its
         #: exchange list comes in.
         self._apart: Dict[str, Taken] = {}
@@ -251,9 +250,7 @@ class Mirror(
                 # Kept from before a restart: delivered if its node does
                 # not come back within the timeout.
                 self.state.copies[copy.node_id] = copy
-                self._timers[copy.node_id] = self.clock.callLater(
-                    self.state.failover_timeout, self._failover, copy.node_id
-                )
+                self.failover.schedule(copy.node_id)
                 self._log.info(
                     "mirror: kept copy of {peer}: {count} messages",
                     peer=copy.node_id,
@@ -267,14 +264,7 @@ class Mirror(
         self.node.internal_handler = None
         self.broker.remove_listener(self)
         self.broker.mirror_gate = None
-        for call in self._timers.values():
-            if call.active():
-                call.cancel()
-        self._timers.clear()
-        for call in self._drops.values():
-            if call.active():
-                call.cancel()
-        self._drops.clear()
+        self.failover.stop()
         if self.journal is not None:
             self.journal.close()
         self._release_hold("stopping")
@@ -296,6 +286,10 @@ class Mirror(
     def stats(self) -> Dict[str, Any]:
         """The ``mirror`` part of the cluster section of /stats."""
         return self.figures.stats()
+
+    def taker_of(self, node_id: str) -> str:
+        """The node that takes over ``node_id``'s copy (see :mod:`txnsq.mirror.failover`)."""
+        return self.failover.taker_of(node_id)
 
     # -- which topics ------------------------------------------------------------
 
@@ -443,9 +437,7 @@ class Mirror(
         peer.acked = self.state.seq
         self.state.peers[server_id] = peer
         self.recorder.live = True
-        timer = self._timers.pop(node_id, None)
-        if timer is not None and timer.active():
-            timer.cancel()
+        self.failover.cancel(node_id)
         self.state.down_since.pop(node_id, None)
         self.state.lost.discard(node_id)
         if self.state.min_standbys and self.state.sync and self.state.waiting:
@@ -459,12 +451,12 @@ class Mirror(
         if copy is not None and copy.epoch != epoch:
             # The peer was restarted: what it held in memory is gone, and
             # what it kept is its taker's to deliver from now on.
-            self._fail_over(node_id, "restarted")
+            self.failover.fail_over(node_id, "restarted")
         kept = self.state.kept.get(node_id)
         if kept is not None and kept.epoch == epoch and node_id not in self.state.copies:
             # Back in the same process: the copy kept aside is live again.
             self.state.copies[node_id] = self.state.kept.pop(node_id)
-        self._reassess("restarted")
+        self.failover.reassess("restarted")
         for done in self.state.taken_over:
             if done["node_id"] == node_id and done["epoch"] == epoch and not done["split_brain"]:
                 done["split_brain"] = True
@@ -499,11 +491,8 @@ class Mirror(
             self._release_all()
         node_id = peer.node_id
         self.state.down_since[node_id] = self.clock.seconds()
-        if node_id not in self._timers:
-            # Also without a copy: once lost, it is no longer a taker.
-            self._timers[node_id] = self.clock.callLater(
-                self.state.failover_timeout, self._failover, node_id
-            )
+        # Also without a copy: once lost, it is no longer a taker.
+        self.failover.schedule(node_id)
         self._log.info(
             "mirror: peer {peer} down; failover in {timeout}s",
             peer=node_id,
