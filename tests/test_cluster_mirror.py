@@ -872,7 +872,7 @@ class FailBackTests(MirrorTestCase):
     def test_fresh_node_not_held(self) -> None:
         """A node starting with no message in its mirrored topics holds nothing."""
         self.assertEqual(self.a.mirror.stats()["exchange"]["holding"], [])
-        self.assertIsNone(self.a.mirror._hold_timer)
+        self.assertIsNone(self.a.mirror.fail_back.hold_timer)
 
     def test_split_brain_exchange(self) -> None:
         """

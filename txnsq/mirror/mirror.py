@@ -78,7 +78,6 @@ from txnsq.mirror.stats import MirrorStats
 from txnsq.cluster.route import RouteProtocol
 from txnsq.nsqd.broker import TopologyListener
 from txnsq.mirror.recorder import CHANNEL_OPS, MirrorRecorder
-from txnsq.mirror.snapshot import holds_messages
 from txnsq.mirror.standby import StandbyCopy
 from txnsq.protocol.mirror import (
     SUBJECT_ACK,
@@ -115,7 +114,7 @@ class _Shared(Generic[_T]):
 
 
 class Mirror(
-    CatchUp, AckGate, FailBack, TopologyListener
+    CatchUp, AckGate, TopologyListener
 ):
     """
     One node's mirroring: what it sends its peers, the copies it keeps of
@@ -206,12 +205,7 @@ class Mirror(
         #: Where copies are kept across restarts (a CopyJournal), or None.
         self.journal = journal
         self.failover = Failover(self.state, clock, broker, journal)
-        #: Per route server id: the finished-apart ids gathered while its
-        #: exchange list comes in.
-        self._apart: Dict[str, Taken] = {}
-        #: Channels whose delivery waits for the first exchange (at start).
-        self._holding: List[Any] = []
-        self._hold_timer: Any = None
+        self.fail_back = FailBack(self.state, clock, broker, self.recorder)
 
     # -- life --------------------------------------------------------------------
 
@@ -228,23 +222,9 @@ class Mirror(
         self._standbys_changed()
         for topic in list(self.broker.topics.values()):
             self.topic_created(topic)
-        for topic in list(self.broker.topics.values()):
-            if topic.mirror is not None and holds_messages(topic):
-                # Kept from before a restart: a peer may have taken these
-                # over meanwhile; not delivered before its exchange says.
-                self.state.holding_topics.add(topic.name)
-                for channel in list(topic.channels.values()):
-                    self._hold(channel)
-        if self.state.holding_topics:
-            self._hold_timer = self.clock.callLater(
-                self.state.failover_timeout, self._release_hold, "no peer"
-            )
-            self._log.info(
-                "mirror: delivery of {topics} held until a peer's exchange "
-                "(at most {timeout}s)",
-                topics=sorted(self.state.holding_topics),
-                timeout=self.state.failover_timeout,
-            )
+        # Kept from before a restart: a peer may have taken these over
+        # meanwhile; not delivered before its exchange says.
+        self.fail_back.hold_at_start()
         if self.journal is not None:
             for copy in self.journal.load():
                 # Kept from before a restart: delivered if its node does
@@ -267,7 +247,7 @@ class Mirror(
         self.failover.stop()
         if self.journal is not None:
             self.journal.close()
-        self._release_hold("stopping")
+        self.fail_back.release_hold("stopping")
         self.heartbeats.stop()
         call, self._flush_call = self._flush_call, None
         if call is not None and call.active():
@@ -330,8 +310,7 @@ class Mirror(
 
     def channel_created(self, topic: Any, channel: Any) -> None:
         """Peers create the channel in their copy."""
-        if topic.name in self.state.holding_topics:
-            self._hold(channel)
+        self.fail_back.channel_created(topic, channel)
         if topic.mirror is not None and not channel.ephemeral:
             self.recorder.channel_changed(CHANNEL_OPS["create"], topic.name, channel.name)
 
@@ -412,7 +391,7 @@ class Mirror(
                         "mirror: bad exchange from {peer}: {error}", peer=peer.node_id, error=error
                     )
                     continue
-                self._exchange_received(peer, records)
+                self.fail_back.received(peer, records)
         return count
 
     # -- routes -------------------------------------------------------------------
@@ -466,7 +445,7 @@ class Mirror(
                     "down, both alive); exchanging what each finished",
                     peer=node_id,
                 )
-        self._exchange_list(peer)
+        self.fail_back.send_list(peer)
         self._log.info("mirror: peer {peer} up", peer=node_id)
 
     def route_down(self, server_id: str) -> None:
