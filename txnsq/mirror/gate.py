@@ -1,15 +1,17 @@
-# -*- test-case-name: tests.test_cluster_mirror -*-
+# -*- test-case-name: tests.test_mirror_gate,tests.test_cluster_mirror -*-
 """
-The mirror's sending and its ack gate (:mod:`txnsq.mirror.mirror`): the
-records of a reactor turn go to every peer as one numbered payload; a
-``sync`` producer (an ``async`` one past :data:`MAX_LAG_BYTES` unacked)
-waits until every peer has acked the payload that carried its publish.
+The mirror's sending and its ack gate (a part of :class:`Mirror
+<txnsq.mirror.mirror.Mirror>`): the records of a reactor turn go to
+every peer as one numbered payload; a ``sync`` producer (an ``async``
+one past :data:`~txnsq.mirror.state.MAX_LAG_BYTES` unacked) waits until
+every peer has acked the payload that carried its publish.
 
 In ``async`` mode no producer waits for a payload, so while one is on its
 way (not acked by every peer) the records of later turns are gathered and
-sent as one payload when it is acked, or once :data:`~txnsq.mirror.recorder.FLUSH_SIZE` bytes
-are held: under load the payloads grow instead of multiplying, and with
-them fall the sends, the acks and the reactor turns they cost both nodes.
+sent as one payload when it is acked, or once
+:data:`~txnsq.mirror.recorder.FLUSH_SIZE` bytes are held: under load the
+payloads grow instead of multiplying, and with them fall the sends, the
+acks and the reactor turns they cost both nodes.
 
 ``--mirror-min-standbys=N`` (N > 0): while fewer than N peers are live
 (routed, and not silent past the heartbeat's limit), the recorder refuses
@@ -24,11 +26,11 @@ with N = 0).
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict
+from typing import Any, Callable, Dict, Optional
 
+from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from twisted.logger import Logger
 
-from txnsq.mirror.catch_up import CATCH_UP_WINDOW
 from txnsq.mirror.peer import ACCOUNT
 from txnsq.mirror.recorder import MirrorRecorder
 from txnsq.mirror.state import MAX_LAG_BYTES, MirrorState
@@ -55,24 +57,48 @@ def unconfirmed(cause: str) -> str:
 
 class AckGate:
     """
-    :class:`Mirror <txnsq.mirror.mirror.Mirror>`'s sending of payloads and the
-    gate holding producers until the peers have acked them.
+    The sending of payloads and the gate holding producers until the
+    peers have acked them.
+
+    The gate makes the :attr:`recorder` the mirrored topics feed: when
+    the first record of a reactor turn is added it asks for the turn's
+    end (:meth:`schedule`), and when :data:`~txnsq.mirror.recorder.FLUSH_SIZE`
+    bytes are held it sends them at once (:meth:`flush`).  Each payload
+    goes to every peer of ``state.peers`` over its route, numbered
+    ``state.seq``; acks come back through :meth:`release`.  While a
+    catch-up is under way (``state.catching_up``), what is recorded, and
+    the producers publishing, wait behind it (``state.behind``,
+    ``state.waiting_behind``).
+
+    :param state: the mirror's state.
+    :param clock: ``IReactorTime``.
+    :param acked: called when acks free sent payloads while a catch-up is
+        under way (which may then send its next slice).
     """
 
-    state: MirrorState
+    _log = Logger()
 
-    _log: Logger
-    clock: Any
-    recorder: MirrorRecorder
-    _flush_call: Any
-    _head_cache: Dict[int, bytes]
-    # The catch-up's (txnsq.mirror.catch_up).
-    _catch_up_call: Any
-    _continue_catch_up: Callable[[], None]
+    def __init__(
+        self, state: MirrorState, clock: IReactorTime, acked: Callable[[], None]
+    ) -> None:
+        self.state = state
+        self.clock = clock
+        self.acked = acked
+        #: What the mirrored topics record, sent by this gate.
+        self.recorder = MirrorRecorder(self.schedule, self.flush)
+        self._flush_call: Optional[IDelayedCall] = None
+        self._head_cache: Dict[int, bytes] = {}
+
+    def stop(self) -> None:
+        """Cancel the send of the turn's records."""
+        call, self._flush_call = self._flush_call, None
+        if call is not None and call.active():
+            call.cancel()
 
     # -- sending ------------------------------------------------------------------
 
-    def _schedule(self) -> None:
+    def schedule(self) -> None:
+        """The first record of a reactor turn was added: send at the turn's end."""
         if self._flush_call is None:
             self._flush_call = self.clock.callLater(0, self._turn_ended)
 
@@ -80,11 +106,12 @@ class AckGate:
         """
         The reactor turn that gathered records ended: send them, unless
         (``async``) a payload is still unacked; then they go with what
-        follows when it is acked (:meth:`_release`), or when
+        follows when it is acked (:meth:`release`), or when
         :data:`~txnsq.mirror.recorder.FLUSH_SIZE` bytes are held (the recorder's ``full``).
         """
         self._flush_call = None
-        if not self.state.sync and self.state.unacked and not self.state.catching_up:
+        state = self.state
+        if not state.sync and state.unacked and not state.catching_up:
             return
         self.flush()
 
@@ -100,19 +127,21 @@ class AckGate:
         builder = recorder.builder
         if not builder:
             return
-        if self.state.catching_up:
+        state = self.state
+        if state.catching_up:
             # Applied before the rest of the catch-up, a FIN would find
             # nothing to remove and the catch-up would bring its message
             # back: these records follow it.
-            self.state.behind.append(builder)
-            self.state.behind_bytes += builder.size
+            state.behind.append(builder)
+            state.behind_bytes += builder.size
             recorder.builder = RecordBuilder()
             return
-        self._send(builder)
+        self.send(builder)
 
-    def _send(self, builder: RecordBuilder) -> None:
+    def send(self, builder: RecordBuilder) -> None:
         """Send ``builder``'s records to every peer as the next numbered payload."""
-        self.state.seq = seq = self.state.seq + 1
+        state = self.state
+        state.seq = seq = state.seq + 1
         payload = builder.encode(seq)
         size = len(payload)
         head = self._head_cache.get(size)
@@ -120,13 +149,16 @@ class AckGate:
             if len(self._head_cache) > 1024:
                 self._head_cache.clear()
             head = self._head_cache[size] = encode_rmsg_head(ACCOUNT, SUBJECT_DATA, size)
-        for peer in self.state.peers.values():
+        peers = state.peers
+        for peer in peers.values():
             peer.route.send_message(head, payload)
-        self.state.batches_sent += 1
-        self.state.bytes_sent += size
-        if self.state.peers:
-            self.state.unacked.append((seq, size))
-            self.state.lag_bytes += size
+        state.batches_sent += 1
+        state.bytes_sent += size
+        if peers:
+            state.unacked.append((seq, size))
+            state.lag_bytes += size
+
+    # -- the gate -------------------------------------------------------------------
 
     def gate(self, connection: Any) -> bool:
         """
@@ -137,34 +169,35 @@ class AckGate:
         when the live peers are already fewer than ``--mirror-min-standbys``
         in ``sync`` mode).
         """
-        needed = self.state.min_standbys
-        if needed and self.state.sync and len(self.state.peers) < needed:
+        state = self.state
+        needed = state.min_standbys
+        if needed and state.sync and len(state.peers) < needed:
             # Its publish was taken while enough peers were live, and
             # they went before the output was asked about.
-            self.state.producers_failed += 1
-            connection.mirror_fail(unconfirmed(too_few_standbys(len(self.state.peers), needed)))
+            state.producers_failed += 1
+            connection.mirror_fail(unconfirmed(too_few_standbys(len(state.peers), needed)))
             return True
-        if not self.state.peers:
+        if not state.peers:
             return False
-        if self.state.catching_up:
-            if self.state.sync or self.state.lag_bytes + self.state.behind_bytes > self.state.max_lag_bytes:
+        if state.catching_up:
+            if state.sync or state.lag_bytes + state.behind_bytes > state.max_lag_bytes:
                 # Its records go behind the catch-up: it waits for that.
                 self.flush()
-                self.state.waiting_behind.append(connection)
-                self.state.producers_held += 1
+                state.waiting_behind.append(connection)
+                state.producers_held += 1
                 return True
             return False
-        if self.state.sync:
+        if state.sync:
             self.flush()
-        elif self.state.lag_bytes <= self.state.max_lag_bytes:
+        elif state.lag_bytes <= state.max_lag_bytes:
             return False
         else:
             self.flush()
-        target = self.state.seq
+        target = state.seq
         if self._acked() >= target:
             return False
-        self.state.waiting.append((target, connection))
-        self.state.producers_held += 1
+        state.waiting.append((target, connection))
+        state.producers_held += 1
         return True
 
     def _acked(self) -> int:
@@ -173,9 +206,14 @@ class AckGate:
             return self.state.seq
         return min(peer.acked for peer in peers.values())
 
-    def _release(self) -> None:
+    def release(self) -> None:
+        """
+        Acks came (or a peer went): forget the payloads every peer has
+        acked, and release the producers waiting for them.
+        """
+        state = self.state
         acked = self._acked()
-        unacked = self.state.unacked
+        unacked = state.unacked
         if unacked and unacked[0][0] <= acked:
             keep = 0
             freed = 0
@@ -185,58 +223,58 @@ class AckGate:
                 keep += 1
                 freed += size
             del unacked[:keep]
-            self.state.lag_bytes -= freed
-            if (
-                self.state.catching_up
-                and self._catch_up_call is None
-                and self.state.lag_bytes < CATCH_UP_WINDOW
-            ):
-                self._catch_up_call = self.clock.callLater(0, self._continue_catch_up)
-            if not unacked and not self.state.sync and self.recorder.builder and self._flush_call is None:
+            state.lag_bytes -= freed
+            if state.catching_up:
+                self.acked()
+            if not unacked and not state.sync and self.recorder.builder and self._flush_call is None:
                 # What async mode gathered while the payload was on its way.
                 self.flush()
-        waiting = self.state.waiting
+        waiting = state.waiting
         if waiting and waiting[0][0] <= acked:
             done = [conn for seq, conn in waiting if seq <= acked]
-            self.state.waiting = [(seq, conn) for seq, conn in waiting if seq > acked]
+            state.waiting = [(seq, conn) for seq, conn in waiting if seq > acked]
             for conn in done:
                 conn.mirror_release()
 
-    def _release_all(self) -> None:
-        waiting, self.state.waiting = self.state.waiting, []
-        behind, self.state.waiting_behind = self.state.waiting_behind, []
+    def release_all(self) -> None:
+        """Release every producer waiting (no peer is left to ack)."""
+        state = self.state
+        waiting, state.waiting = state.waiting, []
+        behind, state.waiting_behind = state.waiting_behind, []
         for _, conn in waiting:
             conn.mirror_release()
         for conn in behind:
             conn.mirror_release()
 
-    def _standbys_changed(self) -> None:
+    def standbys_changed(self) -> None:
         """
         A peer came or went: with ``--mirror-min-standbys``, the recorder
         refuses publishes while fewer peers are live, and (``sync``) the
         producers waiting for the peers' acks are failed when they drop
         below it.
         """
-        needed = self.state.min_standbys
+        state = self.state
+        needed = state.min_standbys
         if not needed:
             return
-        live = len(self.state.peers)
+        live = len(state.peers)
         if live >= needed:
             self.recorder.refusing = None
             return
         cause = too_few_standbys(live, needed)
         self.recorder.refusing = cause
-        if self.state.sync:
-            self._fail_all(unconfirmed(cause))
+        if state.sync:
+            self.fail_all(unconfirmed(cause))
 
-    def _fail_all(self, reason: str) -> None:
+    def fail_all(self, reason: str) -> None:
         """Fail every producer waiting at the gate with ``reason``."""
-        waiting, self.state.waiting = self.state.waiting, []
-        behind, self.state.waiting_behind = self.state.waiting_behind, []
+        state = self.state
+        waiting, state.waiting = state.waiting, []
+        behind, state.waiting_behind = state.waiting_behind, []
         failed = [conn for _, conn in waiting] + behind
         if not failed:
             return
-        self.state.producers_failed += len(failed)
+        state.producers_failed += len(failed)
         self._log.warn(
             "mirror: {count} producers failed: {reason}", count=len(failed), reason=reason
         )

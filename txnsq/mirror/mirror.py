@@ -77,7 +77,7 @@ from txnsq.mirror.state import MAX_LAG_BYTES, MirrorState, Taken
 from txnsq.mirror.stats import MirrorStats
 from txnsq.cluster.route import RouteProtocol
 from txnsq.nsqd.broker import TopologyListener
-from txnsq.mirror.recorder import CHANNEL_OPS, MirrorRecorder
+from txnsq.mirror.recorder import CHANNEL_OPS
 from txnsq.mirror.standby import StandbyCopy
 from txnsq.protocol.mirror import (
     SUBJECT_ACK,
@@ -113,9 +113,7 @@ class _Shared(Generic[_T]):
         setattr(mirror.state, self.name, value)
 
 
-class Mirror(
-    CatchUp, AckGate, TopologyListener
-):
+class Mirror(TopologyListener):
     """
     One node's mirroring: what it sends its peers, the copies it keeps of
     theirs, and failover.
@@ -192,14 +190,13 @@ class Mirror(
         #: Where ``POST /topic/mirror``'s topics are kept.
         self.topics_file = NamedTopicsFile(named_file)
         self.heartbeats = Heartbeat(self.state, clock, self.route_down)
-        self.recorder = MirrorRecorder(self._schedule, self.flush)
+        self.ack_gate = AckGate(self.state, clock, self._acked)
+        #: What the mirrored topics record (sent by the gate).
+        self.recorder = self.ack_gate.recorder
+        self.catch_up = CatchUp(self.state, clock, broker, self.ack_gate)
         self.figures = MirrorStats(self.state, broker, clock, self.recorder)
-        self._flush_call: Any = None
         # The call sending the catch-up's next slice, and whether a peer
         # came while it ran (another catch-up follows).
-        self._catch_up_call: Any = None
-        self._catch_up_again = False
-        self._head_cache: Dict[int, bytes] = {}
         self._known_topics: Dict[str, int] = {}
         self._mirrored: Dict[str, bool] = {}
         #: Where copies are kept across restarts (a CopyJournal), or None.
@@ -217,9 +214,9 @@ class Mirror(
         self.node.observers.append(self)
         self.node.internal_handler = self._internal
         self.broker.add_listener(self)
-        self.broker.mirror_gate = self.gate
+        self.broker.mirror_gate = self.ack_gate.gate
         # With --mirror-min-standbys, refusing until enough peers come.
-        self._standbys_changed()
+        self.ack_gate.standbys_changed()
         for topic in list(self.broker.topics.values()):
             self.topic_created(topic)
         # Kept from before a restart: a peer may have taken these over
@@ -249,13 +246,29 @@ class Mirror(
             self.journal.close()
         self.fail_back.release_hold("stopping")
         self.heartbeats.stop()
-        call, self._flush_call = self._flush_call, None
-        if call is not None and call.active():
-            call.cancel()
-        self._end_catch_up()
+        self.ack_gate.stop()
+        self.catch_up.end()
         if self.state.min_standbys and self.state.sync:
-            self._fail_all(unconfirmed("mirror: stopping"))
-        self._release_all()
+            self.ack_gate.fail_all(unconfirmed("mirror: stopping"))
+        self.ack_gate.release_all()
+
+    # -- the gate -------------------------------------------------------------------
+
+    def gate(self, connection: Any) -> bool:
+        """
+        True when ``connection``'s output must wait for the peers' acks
+        (:meth:`AckGate.gate <txnsq.mirror.gate.AckGate.gate>`, which the
+        broker asks directly).
+        """
+        return self.ack_gate.gate(connection)
+
+    def flush(self) -> None:
+        """Send the records gathered now, rather than at the turn's end."""
+        self.ack_gate.flush()
+
+    def _acked(self) -> None:
+        # Acks freed payloads during a catch-up: its next slice may go.
+        self.catch_up.acked()
 
     # -- /stats ------------------------------------------------------------------
 
@@ -380,7 +393,7 @@ class Mirror(
                     continue
                 if seq > peer.acked:
                     peer.acked = seq
-            self._release()
+            self.ack_gate.release()
         elif batch.subject == SUBJECT_EXCHANGE:
             for payload in batch.payloads:
                 try:
@@ -424,8 +437,8 @@ class Mirror(
             # messages: once it has applied the catch-up that brings them.
             self.state.waiting_behind.extend(conn for _, conn in self.state.waiting)
             self.state.waiting = []
-        self._standbys_changed()
-        self._catch_up()
+        self.ack_gate.standbys_changed()
+        self.catch_up.start()
         copy = self.state.copies.get(node_id)
         if copy is not None and copy.epoch != epoch:
             # The peer was restarted: what it held in memory is gone, and
@@ -462,12 +475,12 @@ class Mirror(
             # while a payload is unacked): a peer routed later is caught
             # up from the queues instead.
             self.recorder.builder = RecordBuilder()
-            self._end_catch_up()
+            self.catch_up.end()
         # Too few left for --mirror-min-standbys: those waiting fail.
-        self._standbys_changed()
-        self._release()
+        self.ack_gate.standbys_changed()
+        self.ack_gate.release()
         if not self.state.peers:
-            self._release_all()
+            self.ack_gate.release_all()
         node_id = peer.node_id
         self.state.down_since[node_id] = self.clock.seconds()
         # Also without a copy: once lost, it is no longer a taker.
