@@ -46,17 +46,20 @@ nats-server) is never sent the internal subjects.
   a peer's exchange, or for ``--mirror-failover-timeout`` when no peer
   comes: a restarted primary does not deliver again what was taken over.
 
-:class:`Mirror` is composed of one part per concern, each in its module:
-the sending and ack gate (:mod:`txnsq.mirror.gate`), the catch-up
-(:mod:`txnsq.mirror.catch_up`), the fail-back exchange
+:class:`Mirror` is composed of one part per concern, each in its module
+and each built from the :class:`MirrorState <txnsq.mirror.state.MirrorState>`
+they share plus the clock and the collaborators it needs: the sending
+and ack gate (:mod:`txnsq.mirror.gate`, which makes the recorder), the
+catch-up (:mod:`txnsq.mirror.catch_up`), the fail-back exchange
 (:mod:`txnsq.mirror.exchange`), the heartbeat
 (:mod:`txnsq.mirror.heartbeat`), the takeover
-(:mod:`txnsq.mirror.failover`), the files kept in the data path
+(:mod:`txnsq.mirror.failover`), the named topics' file
 (:mod:`txnsq.mirror.files`), the /stats figures
-(:mod:`txnsq.mirror.stats`); a peer is a
-:class:`MirrorPeer <txnsq.mirror.peer.MirrorPeer>`.  This module keeps the
-state they share, the life of it all, the choice of topics, the
-receiving, and the routes coming and going.
+(:mod:`txnsq.mirror.stats`) and the journal
+(:mod:`txnsq.mirror.journal`); a peer is a
+:class:`MirrorPeer <txnsq.mirror.peer.MirrorPeer>`.  This module builds
+them and wires them together, and keeps the life of it all, the choice
+of topics, the receiving, and the routes coming and going.
 """
 
 from __future__ import annotations
@@ -66,6 +69,7 @@ from typing import Any, Dict, Generic, List, Optional, Tuple, TypeVar
 
 from twisted.logger import Logger
 
+from txnsq.cluster.route import RouteProtocol
 from txnsq.mirror.catch_up import CatchUp
 from txnsq.mirror.exchange import FailBack
 from txnsq.mirror.failover import Failover
@@ -73,12 +77,11 @@ from txnsq.mirror.files import NamedTopicsFile, random_id
 from txnsq.mirror.gate import AckGate, unconfirmed
 from txnsq.mirror.heartbeat import Heartbeat, heartbeat_of
 from txnsq.mirror.peer import ACCOUNT, MirrorPeer
-from txnsq.mirror.state import MAX_LAG_BYTES, MirrorState, Taken
-from txnsq.mirror.stats import MirrorStats
-from txnsq.cluster.route import RouteProtocol
-from txnsq.nsqd.broker import TopologyListener
 from txnsq.mirror.recorder import CHANNEL_OPS
 from txnsq.mirror.standby import StandbyCopy
+from txnsq.mirror.state import MAX_LAG_BYTES, MirrorState, Taken
+from txnsq.mirror.stats import MirrorStats
+from txnsq.nsqd.broker import TopologyListener
 from txnsq.protocol.mirror import (
     SUBJECT_ACK,
     SUBJECT_DATA,
@@ -128,12 +131,30 @@ class Mirror(TopologyListener):
     :param ack: ``"sync"`` or ``"async"``.
     :param failover_timeout: seconds a peer may be unrouted before its copy
         is delivered here.
+    :param max_lag_bytes: unacked bytes past which ``async`` producers wait.
+    :param journal: where the copies are kept across restarts (a
+        :class:`CopyJournal <txnsq.mirror.journal.CopyJournal>`), or ``None``.
+    :param named_file: where the topics of ``POST /topic/mirror`` are kept,
+        or ``None``.
+    :param heartbeat: ``(ping interval, silence limit)`` in seconds
+        (default: :func:`heartbeat_of <txnsq.mirror.heartbeat.heartbeat_of>`
+        the failover timeout; ``(0, 0)``: none).
     :param min_standbys: live peers a publish to a mirrored topic needs
         (``--mirror-min-standbys``; 0: none).
 
-    :ivar seq: the number of the last payload sent.
-    :ivar copies: the copies kept, by the peer's node id.
-    :ivar taken_over: failovers done: dicts for /stats.
+    :ivar state: what the parts share.
+    :ivar recorder: what the mirrored topics record (made by the gate).
+    :ivar ack_gate: the sending, and producers waiting for acks.
+    :ivar catch_up: the catch-up of a peer that comes.
+    :ivar fail_back: the fail-back exchange, and the hold at start.
+    :ivar failover: the takeover of lost peers' copies.
+    :ivar heartbeats: the pings, and silent peers.
+    :ivar topics_file: the file of the topics named by ``POST /topic/mirror``.
+    :ivar figures: the mirror's part of /stats.
+
+    The settings and counts of the state that the service and the tests
+    read (``seq``, ``copies``, ``sync``, ...) are also attributes of the
+    mirror, read and set in the state.
     """
 
     _log = Logger()
@@ -176,8 +197,8 @@ class Mirror(TopologyListener):
         self.broker = broker
         self.node = node
         self.clock = clock
-        #: What the parts share (:class:`MirrorState`).
-        self.state = MirrorState(
+        self.journal = journal
+        self.state = state = MirrorState(
             node_id,
             random_id(),
             sync=ack == "sync",
@@ -186,31 +207,28 @@ class Mirror(TopologyListener):
             min_standbys=min_standbys,
             heartbeat=heartbeat if heartbeat is not None else heartbeat_of(failover_timeout),
         )
-        self._pattern = re.compile(topics) if topics else None
-        #: Where ``POST /topic/mirror``'s topics are kept.
-        self.topics_file = NamedTopicsFile(named_file)
-        self.heartbeats = Heartbeat(self.state, clock, self.route_down)
-        self.ack_gate = AckGate(self.state, clock, self._acked)
-        #: What the mirrored topics record (sent by the gate).
+        self.ack_gate = AckGate(state, clock, self._acked)
         self.recorder = self.ack_gate.recorder
-        self.catch_up = CatchUp(self.state, clock, broker, self.ack_gate)
-        self.figures = MirrorStats(self.state, broker, clock, self.recorder)
-        # The call sending the catch-up's next slice, and whether a peer
-        # came while it ran (another catch-up follows).
-        self._known_topics: Dict[str, int] = {}
+        self.catch_up = CatchUp(state, clock, broker, self.ack_gate)
+        self.fail_back = FailBack(state, clock, broker, self.recorder)
+        self.failover = Failover(state, clock, broker, journal)
+        self.heartbeats = Heartbeat(state, clock, self.route_down)
+        self.topics_file = NamedTopicsFile(named_file)
+        self.figures = MirrorStats(state, broker, clock, self.recorder)
+        self._pattern = re.compile(topics) if topics else None
+        # Whether each topic name is mirrored (asked per bridged publish).
         self._mirrored: Dict[str, bool] = {}
-        #: Where copies are kept across restarts (a CopyJournal), or None.
-        self.journal = journal
-        self.failover = Failover(self.state, clock, broker, journal)
-        self.fail_back = FailBack(self.state, clock, broker, self.recorder)
+        # Per peer node id: the topics its copy held when last counted.
+        self._known_topics: Dict[str, int] = {}
 
     # -- life --------------------------------------------------------------------
 
     def start(self) -> None:
         """Hook into the broker and the route node; mark the existing topics."""
-        self.state.named |= self.topics_file.load()
+        state = self.state
+        state.named |= self.topics_file.load()
         self.heartbeats.start()
-        self.node.info_extra[INFO_FIELD] = {"id": self.state.node_id, "epoch": self.state.epoch}
+        self.node.info_extra[INFO_FIELD] = {"id": state.node_id, "epoch": state.epoch}
         self.node.observers.append(self)
         self.node.internal_handler = self._internal
         self.broker.add_listener(self)
@@ -226,7 +244,7 @@ class Mirror(TopologyListener):
             for copy in self.journal.load():
                 # Kept from before a restart: delivered if its node does
                 # not come back within the timeout.
-                self.state.copies[copy.node_id] = copy
+                state.copies[copy.node_id] = copy
                 self.failover.schedule(copy.node_id)
                 self._log.info(
                     "mirror: kept copy of {peer}: {count} messages",
@@ -305,12 +323,13 @@ class Mirror(TopologyListener):
 
         :raises ValueError: not a valid topic name, or an ephemeral one.
         """
+        state = self.state
         if name.endswith("#ephemeral"):
             raise ValueError("an ephemeral topic cannot be mirrored")
         topic = self.broker.get_topic(name)
-        if name not in self.state.named:
-            self.state.named.add(name)
-            self.topics_file.keep(self.state.named)
+        if name not in state.named:
+            state.named.add(name)
+            self.topics_file.keep(state.named)
         self._mirrored.pop(name, None)
         self.topic_created(topic)
 
@@ -335,23 +354,24 @@ class Mirror(TopologyListener):
     # -- receiving ----------------------------------------------------------------
 
     def _internal(self, route: RouteProtocol, batch: RouteMessages) -> int:
+        state = self.state
         count = len(batch.payloads)
-        peer = self.state.peers.get(route.server_id or "")
+        peer = state.peers.get(route.server_id or "")
         if peer is None:
-            if self.state.silenced.get(route.server_id or "") is route:
+            if state.silenced.get(route.server_id or "") is route:
                 # Silent for a while, and heard again: routed anew.
                 self._log.info("mirror: silent peer heard again")
                 self.route_up(route)
-                peer = self.state.peers.get(route.server_id or "")
+                peer = state.peers.get(route.server_id or "")
             if peer is None:
                 # Not a mirroring peer (or not yet): nothing to do with it.
                 return count
         peer.heard = self.clock.seconds()
         if batch.subject == SUBJECT_DATA:
-            copy = self.state.copies.get(peer.node_id)
+            copy = state.copies.get(peer.node_id)
             journal = self.journal
             if copy is None or copy.epoch != peer.epoch:
-                copy = self.state.copies[peer.node_id] = StandbyCopy(peer.node_id, peer.epoch)
+                copy = state.copies[peer.node_id] = StandbyCopy(peer.node_id, peer.epoch)
                 if journal is not None:
                     journal.started(copy)
             last = 0
@@ -359,7 +379,7 @@ class Mirror(TopologyListener):
                 try:
                     seq, records = decode_records(payload, packed=True)
                 except MirrorDecodeError as error:
-                    self.state.decode_errors += 1
+                    state.decode_errors += 1
                     self._log.warn(
                         "mirror: bad payload from {peer}: {error}", peer=peer.node_id, error=error
                     )
@@ -370,7 +390,7 @@ class Mirror(TopologyListener):
                     journal.applied(
                         copy, payload, sum(len(items) for _, _, _, items in records) or 1, now
                     )
-                self.state.batches_applied += 1
+                state.batches_applied += 1
                 last = seq
             topics = self.broker.topics
             if len(copy.topics) != self._known_topics.get(peer.node_id, 0):
@@ -389,7 +409,7 @@ class Mirror(TopologyListener):
                 try:
                     seq = decode_ack(payload)
                 except MirrorDecodeError:
-                    self.state.decode_errors += 1
+                    state.decode_errors += 1
                     continue
                 if seq > peer.acked:
                     peer.acked = seq
@@ -399,7 +419,7 @@ class Mirror(TopologyListener):
                 try:
                     _, records = decode_records(payload)
                 except MirrorDecodeError as error:
-                    self.state.decode_errors += 1
+                    state.decode_errors += 1
                     self._log.warn(
                         "mirror: bad exchange from {peer}: {error}", peer=peer.node_id, error=error
                     )
@@ -411,45 +431,46 @@ class Mirror(TopologyListener):
 
     def route_up(self, route: RouteProtocol) -> None:
         """A server's route is up (or another connection to it took over)."""
+        state = self.state
         fields = route.peer_info.get(INFO_FIELD)
         if not isinstance(fields, dict):
             return
         node_id = str(fields.get("id", ""))
         epoch = str(fields.get("epoch", ""))
-        if not node_id or node_id == self.state.node_id:
+        if not node_id or node_id == state.node_id:
             return
         server_id = route.server_id or ""
-        self.state.silenced.pop(server_id, None)
-        existing = self.state.peers.get(server_id)
+        state.silenced.pop(server_id, None)
+        existing = state.peers.get(server_id)
         if existing is not None:
             existing.route = route
             return
         peer = MirrorPeer(route, node_id, epoch, self.clock.seconds())
         # Payloads sent before it was routed are none of its business.
-        peer.acked = self.state.seq
-        self.state.peers[server_id] = peer
+        peer.acked = state.seq
+        state.peers[server_id] = peer
         self.recorder.live = True
         self.failover.cancel(node_id)
-        self.state.down_since.pop(node_id, None)
-        self.state.lost.discard(node_id)
-        if self.state.min_standbys and self.state.sync and self.state.waiting:
+        state.down_since.pop(node_id, None)
+        state.lost.discard(node_id)
+        if state.min_standbys and state.sync and state.waiting:
             # Those waiting count this peer only once it holds their
             # messages: once it has applied the catch-up that brings them.
-            self.state.waiting_behind.extend(conn for _, conn in self.state.waiting)
-            self.state.waiting = []
+            state.waiting_behind.extend(conn for _, conn in state.waiting)
+            state.waiting = []
         self.ack_gate.standbys_changed()
         self.catch_up.start()
-        copy = self.state.copies.get(node_id)
+        copy = state.copies.get(node_id)
         if copy is not None and copy.epoch != epoch:
             # The peer was restarted: what it held in memory is gone, and
             # what it kept is its taker's to deliver from now on.
             self.failover.fail_over(node_id, "restarted")
-        kept = self.state.kept.get(node_id)
-        if kept is not None and kept.epoch == epoch and node_id not in self.state.copies:
+        kept = state.kept.get(node_id)
+        if kept is not None and kept.epoch == epoch and node_id not in state.copies:
             # Back in the same process: the copy kept aside is live again.
-            self.state.copies[node_id] = self.state.kept.pop(node_id)
+            state.copies[node_id] = state.kept.pop(node_id)
         self.failover.reassess("restarted")
-        for done in self.state.taken_over:
+        for done in state.taken_over:
             if done["node_id"] == node_id and done["epoch"] == epoch and not done["split_brain"]:
                 done["split_brain"] = True
                 self._log.warn(
@@ -463,14 +484,15 @@ class Mirror(TopologyListener):
 
     def route_down(self, server_id: str) -> None:
         """A server has no route left: it is lost, and its copy fails over, after the timeout."""
-        self.state.silenced.pop(server_id, None)
-        peer = self.state.peers.pop(server_id, None)
+        state = self.state
+        state.silenced.pop(server_id, None)
+        peer = state.peers.pop(server_id, None)
         if peer is None:
             return
-        if not self.state.peers:
+        if not state.peers:
             self.recorder.live = False
-            self.state.unacked = []
-            self.state.lag_bytes = 0
+            state.unacked = []
+            state.lag_bytes = 0
             # Records gathered for no one (async mode keeps a turn's
             # while a payload is unacked): a peer routed later is caught
             # up from the queues instead.
@@ -479,14 +501,14 @@ class Mirror(TopologyListener):
         # Too few left for --mirror-min-standbys: those waiting fail.
         self.ack_gate.standbys_changed()
         self.ack_gate.release()
-        if not self.state.peers:
+        if not state.peers:
             self.ack_gate.release_all()
         node_id = peer.node_id
-        self.state.down_since[node_id] = self.clock.seconds()
+        state.down_since[node_id] = self.clock.seconds()
         # Also without a copy: once lost, it is no longer a taker.
         self.failover.schedule(node_id)
         self._log.info(
             "mirror: peer {peer} down; failover in {timeout}s",
             peer=node_id,
-            timeout=self.state.failover_timeout,
+            timeout=state.failover_timeout,
         )
