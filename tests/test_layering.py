@@ -215,6 +215,16 @@ class LayeringTests(SynchronousTestCase):
                 chains.extend(self.graph.chains(name, FORBIDDEN + ["txnsq.nsqd"]))
         self.assertEqual(chains, [])
 
+    def test_mirror_hold_is_sans_io(self) -> None:
+        """The V2 connection's hold for the mirror imports no Twisted, zope or txnsq module outside txnsq.protocol."""
+        wrong = [
+            imported
+            for imported in sorted(self.graph.imports["txnsq.mirror.hold"])
+            if _within(imported, ["twisted", "zope"])
+            or (_within(imported, ["txnsq"]) and not _within(imported, ["txnsq.protocol"]))
+        ]
+        self.assertEqual(wrong, [])
+
     def test_chains_are_found(self) -> None:
         """The check sees an arrow through an intermediate module (so that it can fail)."""
         chains = self.graph.chains("txnsq.nsqd.flags", ["txnsq.cli"])

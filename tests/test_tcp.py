@@ -1376,7 +1376,7 @@ class MirrorFailTests(MirrorGateCase):
         producer.send(pub(b"m", b"x"))
         self.assertEqual(producer.raw(), frame(ERROR, b"E_PUB_FAILED PUB failed gone"))
         self.assertTrue(producer.closed)
-        self.assertFalse(producer.protocol._mirror_held)
+        self.assertFalse(producer.protocol.mirror_hold.held)
 
     def test_fail_after_close(self) -> None:
         """A failure after the connection closed writes nothing."""

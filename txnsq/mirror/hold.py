@@ -1,153 +1,147 @@
-# -*- test-case-name: tests.test_tcp -*-
+# -*- test-case-name: tests.test_mirror_hold,tests.test_tcp -*-
 """
-A connection's output held for a mirrored topic (``--mirror-topics``):
+A V2 connection's output held for a mirrored topic (``--mirror-topics``):
 the OK of a publish leaves only once the mirror has what it answers
 (``--mirror-ack=sync``, or a peer lagging past the bound in ``async``).
 
-:class:`MirrorHold` is mixed into :class:`txnsq.nsqd.tcp.NSQDProtocol`:
-its ``flush_output`` asks :meth:`MirrorHold._mirror_gate` when a publish
-to a mirrored topic set ``_mirror_wait``; the broker's mirror gate
-(:mod:`txnsq.mirror.mirror`) calls :meth:`MirrorHold.mirror_release`
-once the standby acknowledged.  While held, bytes the producer sends are
-kept and reading pauses, so producers slow down instead of piling up.
+:class:`MirrorHold` is the bookkeeping, with no IO: the connection
+(:class:`txnsq.nsqd.tcp.NSQDProtocol`) tells it of each publish to a
+mirrored topic it answers (:meth:`MirrorHold.published`), asks it before
+its output leaves (:meth:`MirrorHold.ask`, which asks the broker's
+mirror gate), and keeps the bytes read meanwhile in it
+(:meth:`MirrorHold.keep`), pausing its transport; the gate
+(:mod:`txnsq.mirror.gate`) calls the connection's ``mirror_release``
+once the standbys acknowledged, and the connection writes its output
+and reads again (:meth:`MirrorHold.release`, :meth:`MirrorHold.resume`,
+:meth:`MirrorHold.take_input`).  Producers slow down instead of piling
+up.
 
-With ``--mirror-min-standbys`` the gate may instead call
-:meth:`MirrorHold.mirror_fail`: the answers not confirmed are replaced by
-Go's fatal E_PUB_FAILED (E_MPUB_FAILED, E_DPUB_FAILED) and the connection
-closes.  To know which answers those are, each publish to a mirrored topic
-marks where its answer starts in the output (:meth:`MirrorHold._mirror_published`).
+With ``--mirror-min-standbys`` the gate may instead call the
+connection's ``mirror_fail``: the answers not confirmed are replaced by
+Go's fatal E_PUB_FAILED (E_MPUB_FAILED, E_DPUB_FAILED) and the
+connection closes.  To know which answers those are, each publish to a
+mirrored topic marks where its answer starts in the output, and
+:meth:`MirrorHold.fail` says where to cut it and with what error.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, List, Tuple
+from typing import Any, Callable, List, Optional, Tuple
 
-from txnsq.nsqd.commands import STATE_CLOSED
 from txnsq.protocol.errors import ProtocolError, protocol_error
-
-if TYPE_CHECKING:
-    from twisted.internet.interfaces import ITransport
-
-    from txnsq.nsqd.broker import Broker
 
 __all__ = ["MirrorHold"]
 
 
 class MirrorHold:
-    """Holding a connection's output (and then its input) for the mirror."""
+    """
+    One connection's output held for the mirror.
 
-    if TYPE_CHECKING:
-        transport: ITransport
-        broker: Broker
-        state: int
-        _blocked: bool
-        _out: List[bytes]
-        _out_size: int
+    :ivar wait: a publish to a mirrored topic was answered since the gate
+        was last asked: the output asks before it leaves.
+    :ivar held: the output waits for the gate's ``mirror_release`` or
+        ``mirror_fail`` (reads are kept meanwhile).
+    """
 
-        def flush_output(self) -> None: ...
+    __slots__ = ("wait", "held", "_input", "_paused", "_mark", "_verb", "_next")
 
-        def _send_error(self, error: ProtocolError) -> None: ...
-
-        def dataReceived(self, data: bytes) -> None: ...
-
-    def _init_mirror_hold(self) -> None:
-        # A publish to a mirrored topic sets _mirror_wait; flush_output
-        # then asks the gate, which may hold the output.
-        self._mirror_wait = False
-        self._mirror_held = False
+    def __init__(self) -> None:
+        self.wait = False
+        self.held = False
         # Reads that came while held (reading is paused at the first one).
-        self._mirror_input: List[bytes] = []
-        self._mirror_paused = False
-        # Where in _out the first answer the mirror has not confirmed
-        # starts, and its command (PUB, MPUB, DPUB); while held, the same
-        # for the first publish answered since (confirmed by a later gate).
-        self._mirror_mark = 0
-        self._mirror_verb = b"PUB"
-        self._mirror_next: Tuple[int, bytes] = (0, b"PUB")
+        self._input: List[bytes] = []
+        self._paused = False
+        # Where in the output the first answer the mirror has not
+        # confirmed starts, and its command (PUB, MPUB, DPUB); while held,
+        # the same for the first publish answered since (confirmed by a
+        # later gate).
+        self._mark = 0
+        self._verb = b"PUB"
+        self._next: Tuple[int, bytes] = (0, b"PUB")
 
-    def _mirror_published(self, verb: bytes) -> None:
+    def published(self, verb: bytes, position: int) -> None:
         """
         A ``verb`` (PUB, MPUB, DPUB) to a mirrored topic is about to be
-        answered: the output asks the gate before it leaves, and the
-        answer's place is marked (the first one since the gate was last
-        asked) for :meth:`mirror_fail`.
+        answered at ``position`` in the output (its length now): the
+        output asks the gate before it leaves, and the answer's place is
+        marked (the first one since the gate was last asked) for
+        :meth:`fail`.
         """
-        if not self._mirror_wait:
-            if self._mirror_held:
-                self._mirror_next = (len(self._out), verb)
+        if not self.wait:
+            if self.held:
+                self._next = (position, verb)
             else:
-                self._mirror_mark = len(self._out)
-                self._mirror_verb = verb
-        self._mirror_wait = True
+                self._mark = position
+                self._verb = verb
+        self.wait = True
 
-    def _mirror_gate(self) -> bool:
+    def ask(self, gate: Optional[Callable[[Any], bool]], connection: Any) -> bool:
         """
-        Output waits while the mirror has not confirmed the publishes it
-        answers (``--mirror-ack=sync``, or a lagging peer): reading pauses,
-        so producers slow down.  True while held.
+        Whether the output must wait: it does while held, or when ``gate``
+        (the broker's mirror gate, ``None`` without mirroring) holds
+        ``connection``.  The connection is held from before the gate is
+        asked: a gate that fails it at once (``mirror_fail``) finds it
+        held, and leaves it closing, not held.
         """
-        if self._mirror_held:
+        if self.held:
             return True
-        self._mirror_wait = False
-        gate = self.broker.mirror_gate
+        self.wait = False
         if gate is None:
             return False
-        # Held from before the gate is asked: a gate that fails the
-        # connection at once (mirror_fail) finds it held, and leaves it
-        # closing, not held.  Reading is paused only if the producer sends
-        # more meanwhile (_hold_input): one waiting for its OK costs no
-        # pause and resume (two epoll_ctl calls a publish).
-        self._mirror_held = True
-        if gate(self):
+        self.held = True
+        if gate(connection):
             return True
-        self._mirror_held = False
+        self.held = False
         return False
 
-    def _hold_input(self, data: bytes) -> None:
-        """Bytes read while held for the mirror: kept, and reading paused."""
-        self._mirror_input.append(data)
-        self._mirror_paused = True
-        if self.transport is not None and not self._blocked:
-            self.transport.pauseProducing()  # type: ignore[attr-defined]
+    def keep(self, data: bytes) -> None:
+        """
+        Bytes read while held: kept for :meth:`take_input` (the connection
+        pauses reading; one waiting for its OK costs no pause and resume,
+        two epoll_ctl calls a publish).
+        """
+        self._input.append(data)
+        self._paused = True
 
-    def mirror_release(self) -> None:
-        """The mirror confirmed: write the held output, then read again (what was kept first)."""
-        if not self._mirror_held:
-            return
-        self._mirror_held = False
-        if self.state == STATE_CLOSED or self.transport is None:
-            return
-        if self._mirror_wait:
-            # Published while held: theirs are the answers not confirmed now.
-            self._mirror_mark, self._mirror_verb = self._mirror_next
-        self.flush_output()
-        if self._mirror_paused:
-            self._mirror_paused = False
-            if not self._blocked:
-                self.transport.resumeProducing()  # type: ignore[attr-defined]
-        if self._mirror_input and not self._mirror_held:
-            kept, self._mirror_input = self._mirror_input, []
-            self.dataReceived(kept[0] if len(kept) == 1 else b"".join(kept))
+    def release(self) -> bool:
+        """
+        The gate confirmed: no longer held.  False when it was not held
+        (nothing to do).  The publishes answered while held are the ones
+        not confirmed now.
+        """
+        if not self.held:
+            return False
+        self.held = False
+        if self.wait:
+            self._mark, self._verb = self._next
+        return True
 
-    def mirror_fail(self, reason: str) -> None:
+    def resume(self) -> bool:
+        """Whether reading was paused while held (and is to resume now)."""
+        if self._paused:
+            self._paused = False
+            return True
+        return False
+
+    def take_input(self) -> Optional[bytes]:
+        """The bytes kept while held, to be read now (``None``: none, or held again)."""
+        if not self._input or self.held:
+            return None
+        kept, self._input = self._input, []
+        return kept[0] if len(kept) == 1 else b"".join(kept)
+
+    def fail(self, reason: str) -> Tuple[int, ProtocolError]:
         """
         The mirror cannot confirm the publishes whose answers are held
-        (fewer live standbys than ``--mirror-min-standbys``): the output
-        written before the first of them leaves, then, in place of its
-        answer, Go's fatal error for its command (``E_PUB_FAILED PUB
-        failed <reason>``, ``E_MPUB_FAILED``, ``E_DPUB_FAILED``), and the
-        connection closes.  Every publish on this connection that got no
-        answer has an unknown outcome: stored here, it may still be
-        delivered (``reason`` says so); the bytes read while held are
-        dropped, not run.
+        (fewer live standbys than ``--mirror-min-standbys``): where the
+        output is cut (the first answer not confirmed), and Go's fatal
+        error for its command in its place (``E_PUB_FAILED PUB failed
+        <reason>``, ``E_MPUB_FAILED``, ``E_DPUB_FAILED``).  Every publish
+        on the connection that got no answer has an unknown outcome: the
+        bytes read while held are dropped, not run.
         """
-        self._mirror_held = False
-        self._mirror_wait = False
-        self._mirror_input = []
-        if self.state == STATE_CLOSED or self.transport is None:
-            return
-        out = self._out
-        del out[self._mirror_mark :]
-        self._out_size = sum(map(len, out))
-        verb = self._mirror_verb.decode("ascii")
-        self._send_error(protocol_error("E_%s_FAILED" % (verb,), "%s failed %s" % (verb, reason)))
+        self.held = False
+        self.wait = False
+        self._input = []
+        verb = self._verb.decode("ascii")
+        return self._mark, protocol_error("E_%s_FAILED" % (verb,), "%s failed %s" % (verb, reason))

@@ -71,13 +71,18 @@ _compiled_message_frame = None if _message.compiled is None else _message.messag
 
 
 @implementer(IHandshakeListener)
-class NSQDProtocol(V2Commands, MirrorHold, Protocol):
+class NSQDProtocol(V2Commands, Protocol):
     """
     One client connection speaking NSQ's V2 protocol.
 
     It is also the broker's consumer for the channel it subscribes to:
     ``ready_count``, ``in_flight_count``, ``msg_timeout`` and
-    :meth:`send_message` are what :class:`txnsq.nsqd.channel.Channel` uses.
+    :meth:`send_message` are what :class:`txnsq.nsqd.channel.Channel` uses;
+    and, for mirrored topics, a producer the mirror gate holds
+    (:meth:`mirror_release`, :meth:`mirror_fail`).
+
+    :ivar mirror_hold: its output held for the mirror
+        (:class:`txnsq.mirror.hold.MirrorHold`).
     """
 
     _log = Logger()
@@ -149,7 +154,7 @@ class NSQDProtocol(V2Commands, MirrorHold, Protocol):
             early_check=self._early_check if features.tls_required else None,
         )
         self._dead = False
-        self._init_mirror_hold()
+        self.mirror_hold = MirrorHold()
         self._heartbeat_call: Optional[IDelayedCall] = None
         self._read_deadline_call: Optional[IDelayedCall] = None
         # TLS deadlines: finishing the handshake, and closing.
@@ -201,8 +206,12 @@ class NSQDProtocol(V2Commands, MirrorHold, Protocol):
         """Feed bytes to the command parser and run every complete command."""
         if self._dead:
             return
-        if self._mirror_held:
-            self._hold_input(data)
+        hold = self.mirror_hold
+        if hold.held:
+            # Kept, and reading paused, until the mirror confirms.
+            hold.keep(data)
+            if self.transport is not None and not self._blocked:
+                self.transport.pauseProducing()  # type: ignore[attr-defined]
             return
         flusher = self._flusher
         flusher.reading()
@@ -358,8 +367,9 @@ class NSQDProtocol(V2Commands, MirrorHold, Protocol):
     def flush_output(self) -> None:
         """Write what is buffered, through the compression encoder if any."""
         self._has_output = False
-        if self._mirror_wait or self._mirror_held:
-            if self._mirror_gate():
+        hold = self.mirror_hold
+        if hold.wait or hold.held:
+            if hold.ask(self.broker.mirror_gate, self):
                 return
         out = self._out
         if not out:
@@ -376,6 +386,42 @@ class NSQDProtocol(V2Commands, MirrorHold, Protocol):
         data = out[0] if len(out) == 1 else b"".join(out)
         encoder = self._encoder
         self.transport.write(data if encoder is None else encoder.encode(data))
+
+    # -- the mirror's hold -------------------------------------------------
+
+    def _mirror_published(self, verb: bytes) -> None:
+        """A ``verb`` to a mirrored topic is about to be answered (:meth:`MirrorHold.published`)."""
+        self.mirror_hold.published(verb, len(self._out))
+
+    def mirror_release(self) -> None:
+        """The mirror confirmed: write the held output, then read again (what was kept first)."""
+        hold = self.mirror_hold
+        if not hold.release():
+            return
+        if self.state == STATE_CLOSED or self.transport is None:
+            return
+        self.flush_output()
+        if hold.resume() and not self._blocked:
+            self.transport.resumeProducing()  # type: ignore[attr-defined]
+        kept = hold.take_input()
+        if kept is not None:
+            self.dataReceived(kept)
+
+    def mirror_fail(self, reason: str) -> None:
+        """
+        The mirror cannot confirm the publishes whose answers are held
+        (fewer live standbys than ``--mirror-min-standbys``): the output
+        written before the first of them leaves, then, in place of its
+        answer, Go's fatal error for its command (:meth:`MirrorHold.fail`),
+        and the connection closes.  The bytes read while held are dropped.
+        """
+        mark, error = self.mirror_hold.fail(reason)
+        if self.state == STATE_CLOSED or self.transport is None:
+            return
+        out = self._out
+        del out[mark:]
+        self._out_size = sum(map(len, out))
+        self._send_error(error)
 
     def _abort(self) -> None:
         """Stop reading and close once pending writes are flushed."""
