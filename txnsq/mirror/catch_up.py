@@ -52,7 +52,9 @@ class CatchUp:
         (:class:`AckGate <txnsq.mirror.gate.AckGate>`).
     """
 
-    def __init__(self, state: MirrorState, clock: IReactorTime, broker: Broker, gate: AckGate) -> None:
+    def __init__(
+        self, state: MirrorState, clock: IReactorTime, broker: Broker, gate: AckGate
+    ) -> None:
         self.state = state
         self.clock = clock
         self.broker = broker

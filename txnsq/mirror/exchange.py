@@ -117,7 +117,10 @@ class FailBack:
             self._holding.append(channel)
 
     def release_hold(self, why: str) -> None:
-        """Deliver what was held at start (a peer's exchange applied, none came, or ``"stopping"``)."""
+        """
+        Deliver what was held at start: a peer's exchange was applied,
+        none came, or ``"stopping"``.
+        """
         timer, self.hold_timer = self.hold_timer, None
         if timer is not None and timer.active():
             timer.cancel()

@@ -46,7 +46,11 @@ class Failover:
     _log = Logger()
 
     def __init__(
-        self, state: MirrorState, clock: IReactorTime, broker: Broker, journal: Optional[CopyJournal] = None
+        self,
+        state: MirrorState,
+        clock: IReactorTime,
+        broker: Broker,
+        journal: Optional[CopyJournal] = None,
     ) -> None:
         self.state = state
         self.clock = clock
@@ -59,7 +63,10 @@ class Failover:
         self._drops: Dict[str, IDelayedCall] = {}
 
     def schedule(self, node_id: str) -> None:
-        """``node_id`` is unrouted: it is lost, and its copy fails over, after the timeout (unless :meth:`cancel`)."""
+        """
+        ``node_id`` is unrouted: it is lost, and its copy fails over,
+        after the timeout (unless :meth:`cancel`).
+        """
         if node_id not in self._timers:
             self._timers[node_id] = self.clock.callLater(
                 self.state.failover_timeout, self.timed_out, node_id

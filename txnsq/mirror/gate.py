@@ -3,13 +3,14 @@
 The mirror's sending and its ack gate (a part of :class:`Mirror
 <txnsq.mirror.mirror.Mirror>`): the records of a reactor turn go to
 every peer as one numbered payload; a ``sync`` producer (an ``async``
-one past :data:`~txnsq.mirror.state.MAX_LAG_BYTES` unacked) waits until
-every peer has acked the payload that carried its publish.
+one past :data:`MAX_LAG_BYTES <txnsq.mirror.state.MAX_LAG_BYTES>`
+unacked) waits until every peer has acked the payload that carried its
+publish.
 
 In ``async`` mode no producer waits for a payload, so while one is on its
 way (not acked by every peer) the records of later turns are gathered and
-sent as one payload when it is acked, or once
-:data:`~txnsq.mirror.recorder.FLUSH_SIZE` bytes are held: under load the
+sent as one payload when it is acked, or once :data:`FLUSH_SIZE
+<txnsq.mirror.recorder.FLUSH_SIZE>` bytes are held: under load the
 payloads grow instead of multiplying, and with them fall the sends, the
 acks and the reactor turns they cost both nodes.
 
@@ -62,7 +63,7 @@ class AckGate:
 
     The gate makes the :attr:`recorder` the mirrored topics feed: when
     the first record of a reactor turn is added it asks for the turn's
-    end (:meth:`schedule`), and when :data:`~txnsq.mirror.recorder.FLUSH_SIZE`
+    end (:meth:`schedule`), and when :data:`FLUSH_SIZE <txnsq.mirror.recorder.FLUSH_SIZE>`
     bytes are held it sends them at once (:meth:`flush`).  Each payload
     goes to every peer of ``state.peers`` over its route, numbered
     ``state.seq``; acks come back through :meth:`release`.  While a
@@ -107,7 +108,8 @@ class AckGate:
         The reactor turn that gathered records ended: send them, unless
         (``async``) a payload is still unacked; then they go with what
         follows when it is acked (:meth:`release`), or when
-        :data:`~txnsq.mirror.recorder.FLUSH_SIZE` bytes are held (the recorder's ``full``).
+        :data:`FLUSH_SIZE <txnsq.mirror.recorder.FLUSH_SIZE>` bytes are
+        held (the recorder's ``full``).
         """
         self._flush_call = None
         state = self.state
