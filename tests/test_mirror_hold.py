@@ -56,21 +56,25 @@ class MirrorHoldTests(SynchronousTestCase):
         self.assertEqual(seen, [True])
 
     def test_input_kept(self) -> None:
-        """Reads while held are kept and given back, joined, once released; reading resumes once."""
+        """Reads while held are kept and given back, joined, once released; the release says reading was paused."""
         self.hold.published(b"PUB", 0)
         self.hold.ask(self.gate, "connection")
         self.hold.keep(b"PUB a\n")
         self.hold.keep(b"PUB b\n")
+        self.assertEqual(self.hold.kept, [b"PUB a\n", b"PUB b\n"])
         self.assertIsNone(self.hold.take_input())
-        self.assertTrue(self.hold.release())
-        self.assertTrue(self.hold.resume())
-        self.assertFalse(self.hold.resume())
+        self.assertTrue(self.hold.paused)
+        self.hold.held = False
         self.assertEqual(self.hold.take_input(), b"PUB a\nPUB b\n")
         self.assertIsNone(self.hold.take_input())
 
-    def test_release_not_held(self) -> None:
-        """A release of an output not held does nothing."""
-        self.assertFalse(self.hold.release())
+    def test_nothing_read(self) -> None:
+        """Held with nothing read meanwhile, reading was not paused and nothing is given back."""
+        self.hold.published(b"PUB", 0)
+        self.hold.ask(self.gate, "connection")
+        self.hold.held = False
+        self.assertFalse(self.hold.paused)
+        self.assertIsNone(self.hold.take_input())
 
     def test_fail(self) -> None:
         """A failure cuts the output at the first answer not confirmed, with Go's error for its command, and drops the reads kept."""
@@ -84,12 +88,31 @@ class MirrorHoldTests(SynchronousTestCase):
         self.assertFalse(self.hold.held)
         self.assertIsNone(self.hold.take_input())
 
+    def test_fail_while_held(self) -> None:
+        """Failed while held, the first unconfirmed answer is the first held, whatever was published since."""
+        self.hold.published(b"PUB", 2)
+        self.hold.ask(self.gate, "connection")
+        self.hold.published(b"DPUB", 5)
+        mark, error = self.hold.fail("why")
+        self.assertEqual((mark, error.code), (2, "E_PUB_FAILED"))
+
     def test_fail_after_release(self) -> None:
         """Once released, the unconfirmed answers are those published while held."""
         self.hold.published(b"PUB", 2)
         self.hold.ask(self.gate, "connection")
         self.hold.published(b"DPUB", 5)
-        self.hold.release()
-        self.hold.ask(self.gate, "connection")
+        self.hold.held = False
+        self.assertTrue(self.hold.ask(self.gate, "connection"))
         mark, error = self.hold.fail("why")
         self.assertEqual((mark, error.code), (5, "E_DPUB_FAILED"))
+
+    def test_published_after_release(self) -> None:
+        """Released, the next publish answered marks its own place."""
+        self.hold.published(b"PUB", 2)
+        self.hold.ask(self.gate, "connection")
+        self.hold.held = False
+        self.holding = False
+        self.assertFalse(self.hold.ask(self.gate, "connection"))
+        self.hold.published(b"MPUB", 0)
+        mark, error = self.hold.fail("why")
+        self.assertEqual((mark, error.code), (0, "E_MPUB_FAILED"))

@@ -11,10 +11,10 @@ its output leaves (:meth:`MirrorHold.ask`, which asks the broker's
 mirror gate), and keeps the bytes read meanwhile in it
 (:meth:`MirrorHold.keep`), pausing its transport; the gate
 (:mod:`txnsq.mirror.gate`) calls the connection's ``mirror_release``
-once the standbys acknowledged, and the connection writes its output
-and reads again (:meth:`MirrorHold.release`, :meth:`MirrorHold.resume`,
-:meth:`MirrorHold.take_input`).  Producers slow down instead of piling
-up.
+once the standbys acknowledged, and the connection, no longer
+:attr:`held <MirrorHold.held>`, writes its output (asking again) and
+reads again (:meth:`MirrorHold.take_input`).  Producers slow down
+instead of piling up.
 
 With ``--mirror-min-standbys`` the gate may instead call the
 connection's ``mirror_fail``: the answers not confirmed are replaced by
@@ -40,24 +40,30 @@ class MirrorHold:
     :ivar wait: a publish to a mirrored topic was answered since the gate
         was last asked: the output asks before it leaves.
     :ivar held: the output waits for the gate's ``mirror_release`` or
-        ``mirror_fail`` (reads are kept meanwhile).
+        ``mirror_fail`` (reads are kept meanwhile); the connection clears
+        it when the gate releases it, and asks again (:meth:`ask`) as its
+        output leaves.
+    :ivar kept: the reads that came while held, in order; :meth:`take_input`
+        gives them back.
+    :ivar paused: reading was paused while held (at the first read kept);
+        the connection resumes it, and clears this, once released.
     """
 
-    __slots__ = ("wait", "held", "_input", "_paused", "_mark", "_verb", "_next")
+    __slots__ = ("wait", "held", "kept", "paused", "_mark", "_verb", "_next")
 
     def __init__(self) -> None:
         self.wait = False
         self.held = False
-        # Reads that came while held (reading is paused at the first one).
-        self._input: List[bytes] = []
-        self._paused = False
+        self.kept: List[bytes] = []
+        self.paused = False
         # Where in the output the first answer the mirror has not
         # confirmed starts, and its command (PUB, MPUB, DPUB); while held,
-        # the same for the first publish answered since (confirmed by a
-        # later gate).
+        # the same for the first publish answered since, which becomes
+        # the first unconfirmed one once the hold is released (None: no
+        # publish answered while held).
         self._mark = 0
         self._verb = b"PUB"
-        self._next: Tuple[int, bytes] = (0, b"PUB")
+        self._next: Optional[Tuple[int, bytes]] = None
 
     def published(self, verb: bytes, position: int) -> None:
         """
@@ -85,6 +91,12 @@ class MirrorHold:
         """
         if self.held:
             return True
+        following = self._next
+        if following is not None:
+            # Released since: the first publish answered while held is the
+            # first not confirmed now (the output before it has left).
+            self._mark, self._verb = following
+            self._next = None
         self.wait = False
         if gate is None:
             return False
@@ -100,34 +112,14 @@ class MirrorHold:
         pauses reading; one waiting for its OK costs no pause and resume,
         two epoll_ctl calls a publish).
         """
-        self._input.append(data)
-        self._paused = True
-
-    def release(self) -> bool:
-        """
-        The gate confirmed: no longer held.  False when it was not held
-        (nothing to do).  The publishes answered while held are the ones
-        not confirmed now.
-        """
-        if not self.held:
-            return False
-        self.held = False
-        if self.wait:
-            self._mark, self._verb = self._next
-        return True
-
-    def resume(self) -> bool:
-        """Whether reading was paused while held (and is to resume now)."""
-        if self._paused:
-            self._paused = False
-            return True
-        return False
+        self.kept.append(data)
+        self.paused = True
 
     def take_input(self) -> Optional[bytes]:
         """The bytes kept while held, to be read now (``None``: none, or held again)."""
-        if not self._input or self.held:
+        if not self.kept or self.held:
             return None
-        kept, self._input = self._input, []
+        kept, self.kept = self.kept, []
         return kept[0] if len(kept) == 1 else b"".join(kept)
 
     def fail(self, reason: str) -> Tuple[int, ProtocolError]:
@@ -140,8 +132,13 @@ class MirrorHold:
         on the connection that got no answer has an unknown outcome: the
         bytes read while held are dropped, not run.
         """
+        following = self._next
+        if following is not None and not self.held:
+            # Released, then failed before the output was asked again.
+            self._mark, self._verb = following
+        self._next = None
         self.held = False
         self.wait = False
-        self._input = []
+        self.kept = []
         verb = self._verb.decode("ascii")
         return self._mark, protocol_error("E_%s_FAILED" % (verb,), "%s failed %s" % (verb, reason))

@@ -396,16 +396,20 @@ class NSQDProtocol(V2Commands, Protocol):
     def mirror_release(self) -> None:
         """The mirror confirmed: write the held output, then read again (what was kept first)."""
         hold = self.mirror_hold
-        if not hold.release():
+        if not hold.held:
             return
+        hold.held = False
         if self.state == STATE_CLOSED or self.transport is None:
             return
         self.flush_output()
-        if hold.resume() and not self._blocked:
-            self.transport.resumeProducing()  # type: ignore[attr-defined]
-        kept = hold.take_input()
-        if kept is not None:
-            self.dataReceived(kept)
+        if hold.paused:
+            hold.paused = False
+            if not self._blocked:
+                self.transport.resumeProducing()  # type: ignore[attr-defined]
+        if hold.kept:
+            kept = hold.take_input()
+            if kept is not None:
+                self.dataReceived(kept)
 
     def mirror_fail(self, reason: str) -> None:
         """
