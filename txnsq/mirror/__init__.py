@@ -18,6 +18,9 @@ nothing of them):
 
 - :mod:`txnsq.mirror.mirror`: :class:`Mirror <txnsq.mirror.mirror.Mirror>`,
   one node's mirroring, composed of the parts below
+- :mod:`txnsq.mirror.state`: :class:`MirrorState
+  <txnsq.mirror.state.MirrorState>`, what the parts share; each part is
+  built from it and tested alone
 - :mod:`txnsq.mirror.peer`: a mirroring peer routed now
 - :mod:`txnsq.mirror.gate`: the sending of payloads and the ack gate
 - :mod:`txnsq.mirror.catch_up`: a peer that comes is sent what it lacks
@@ -28,7 +31,8 @@ nothing of them):
   the data path
 - :mod:`txnsq.mirror.journal`: a standby's copies kept on disk
 - :mod:`txnsq.mirror.stats`: the mirror's part of /stats
-- :mod:`txnsq.mirror.hold`: a V2 connection's output held for the gate
+- :mod:`txnsq.mirror.hold`: a V2 connection's output held for the gate (no IO
+  either: the connection does the writes)
 
 Public API: none.  This package is private to txnsq.
 """
@@ -47,5 +51,6 @@ __all__ = [
     "recorder",
     "snapshot",
     "standby",
+    "state",
     "stats",
 ]
