@@ -18,6 +18,7 @@ from txnsq.nsqd.channel import (
     InFlightError,
     SubscribeError,
 )
+from txnsq.protocol.message import encode_message
 
 
 class ChannelTestCase(TopicTestCase):
@@ -936,3 +937,60 @@ class SamplingTests(ChannelTestCase):
         for i in range(100):
             self.topic.publish(b"m%d" % (i,))
         self.assertEqual(len(plain.take()), 100)
+
+
+class MessagesByIdTests(ChannelTestCase):
+    """Reading the unfinished messages, and dropping some by id (what mirrored topics ask)."""
+
+    def test_unfinished_messages(self) -> None:
+        """In flight first, then deferred in the order they are due, then queued; the queue keeps its order."""
+        consumer = self.subscribe(ready=1)
+        self.publish(b"flight", b"queued-1", b"queued-2")
+        self.channel.put_deferred(self.encoded(b"late"), 20.0)
+        self.channel.put_deferred(self.encoded(b"soon"), 10.0)
+        found, complete = self.channel.unfinished_messages(100)
+        self.assertEqual(
+            [decode(data).body for data in found],
+            [b"flight", b"soon", b"late", b"queued-1", b"queued-2"],
+        )
+        self.assertTrue(complete)
+        self.assertEqual(self.channel.depth(), 2)
+        consumer.ready_count = 3
+        self.channel.consumer_ready(consumer)
+        self.assertEqual(consumer.bodies(), [b"flight", b"queued-1", b"queued-2"])
+
+    def test_unfinished_messages_limit(self) -> None:
+        """Past the limit the queue's rest is not read, keeps its place, and the answer says it is not all."""
+        self.publish(b"a", b"b", b"c")
+        found, complete = self.channel.unfinished_messages(2)
+        self.assertEqual([decode(data).body for data in found], [b"a", b"b"])
+        self.assertFalse(complete)
+        consumer = self.subscribe(ready=3)
+        self.assertEqual(consumer.bodies(), [b"a", b"b", b"c"])
+
+    def test_drop_messages(self) -> None:
+        """Queued, deferred and in-flight messages go by id; the ids found are returned, others stay."""
+        consumer = self.subscribe(ready=1)
+        self.publish(b"flight", b"queued", b"kept")
+        self.channel.put_deferred(self.encoded(b"deferred"), 10.0)
+        ids = {decode(data).body: decode(data).id for data in self.channel.unfinished_messages(100)[0]}
+        gone = self.channel.drop_messages({ids[b"flight"], ids[b"queued"], ids[b"deferred"], b"x" * 16})
+        self.assertEqual(gone, {ids[b"flight"], ids[b"queued"], ids[b"deferred"]})
+        self.assertEqual(
+            [decode(data).body for data in self.channel.unfinished_messages(100)[0]], [b"kept"]
+        )
+        self.assertEqual(self.channel.deferred_count, 0)
+
+    def test_dropped_in_flight_frees_the_consumer(self) -> None:
+        """A consumer whose in-flight message was dropped is sent the next one; its FIN of the dropped one fails."""
+        consumer = self.subscribe(ready=1)
+        self.publish(b"first", b"second")
+        [first] = consumer.take()
+        self.channel.drop_messages({first.id})
+        self.assertEqual(consumer.in_flight_count, 1)
+        self.assertEqual(consumer.bodies(), [b"second"])
+        self.assertRaises(InFlightError, self.channel.finish, consumer, first.id)
+
+    def encoded(self, body: bytes) -> bytes:
+        """``body`` encoded as a message, its id made of the body."""
+        return encode_message(int(START * 1e9), 0, body.ljust(16, b"-")[:16], body)

@@ -1,5 +1,5 @@
 """
-Tests for :mod:`txnsq.cluster.mirror`: two brokers on one Clock, each with
+Tests for :mod:`txnsq.mirror.mirror`: two brokers on one Clock, each with
 a route node and a :class:`Mirror`, joined by a route over
 StringTransports that a pump empties into each other.
 """
@@ -15,8 +15,8 @@ from twisted.trial.unittest import SynchronousTestCase
 
 from tests.cluster_fakes import FakeDials, dialed_route, written
 from tests.core_fakes import START, FakeConsumer, decode, make_broker
-from txnsq.cluster.mirror import INFO_FIELD, Mirror
-from txnsq.cluster.mirror_files import load_node_id
+from txnsq.mirror.mirror import INFO_FIELD, Mirror
+from txnsq.mirror.files import load_node_id
 from txnsq.cluster.node import RouteNode
 from txnsq.cluster.route import RouteProtocol
 from txnsq.protocol.nats_route import RouteMessage
@@ -288,7 +288,7 @@ class AsyncGatheringTests(MirrorTestCase):
 
     def test_full_sent_without_waiting(self) -> None:
         """Records past FLUSH_SIZE leave while a payload is unacked."""
-        from txnsq.nsqd.mirror import FLUSH_SIZE
+        from txnsq.mirror.recorder import FLUSH_SIZE
 
         mirror = self.a.mirror
         self.topic.publish(b"first")
@@ -661,7 +661,7 @@ class CatchUpTests(MirrorTestCase):
 
     def test_large_backlog_in_slices(self) -> None:
         """A backlog larger than a slice arrives whole over several reactor turns; a FIN and a publish made meanwhile follow it, and a sync producer waits for it."""
-        from txnsq.cluster.mirror_catch_up import CATCH_UP_SLICE
+        from txnsq.mirror.catch_up import CATCH_UP_SLICE
 
         self.cut()
         self.a = self.big_node()
@@ -702,7 +702,7 @@ class CatchUpTests(MirrorTestCase):
 
     def test_cut_during_catch_up(self) -> None:
         """A route lost while a catch-up runs drops the rest of it and releases the producers waiting for it; the next route gets a whole one."""
-        from txnsq.cluster.mirror_catch_up import CATCH_UP_SLICE
+        from txnsq.mirror.catch_up import CATCH_UP_SLICE
 
         self.cut()
         self.a = self.big_node()
@@ -727,8 +727,8 @@ class CatchUpTests(MirrorTestCase):
 
     def test_backlog_waits_for_acks(self) -> None:
         """A catch-up sends no more than its window while the peer has not acked, and goes on when it does."""
-        from txnsq.cluster.mirror_catch_up import CATCH_UP_WINDOW
-        from txnsq.nsqd.mirror import FLUSH_SIZE
+        from txnsq.mirror.catch_up import CATCH_UP_WINDOW
+        from txnsq.mirror.recorder import FLUSH_SIZE
 
         self.cut()
         self.a = self.big_node()
@@ -872,7 +872,7 @@ class FailBackTests(MirrorTestCase):
     def test_fresh_node_not_held(self) -> None:
         """A node starting with no message in its mirrored topics holds nothing."""
         self.assertEqual(self.a.mirror.stats()["exchange"]["holding"], [])
-        self.assertIsNone(self.a.mirror._hold_timer)
+        self.assertIsNone(self.a.mirror.fail_back.hold_timer)
 
     def test_split_brain_exchange(self) -> None:
         """
@@ -902,7 +902,7 @@ class FailBackTests(MirrorTestCase):
 
     def test_large_list_in_chunks(self) -> None:
         """A list longer than one exchange payload is sent in several, each applied."""
-        import txnsq.cluster.mirror_exchange as module
+        import txnsq.mirror.exchange as module
 
         self.patch(module, "EXCHANGE_CHUNK", 2)
         self.a_holds([b"%d" % (n,) for n in range(7)])
@@ -967,7 +967,7 @@ class MinStandbysTests(MirrorTestCase):
 
     def assertRefused(self, text: str = "mirror: 0 of 1 required standbys live") -> None:
         """Every form of publish to the mirrored topic is refused with ``text``, nothing stored."""
-        from txnsq.nsqd.mirror import StandbysUnavailable
+        from txnsq.mirror.recorder import StandbysUnavailable
 
         count = self.topic.message_count
         for publish in (
@@ -1125,7 +1125,7 @@ class MinStandbysHeartbeatTests(MirrorTestCase):
 
     def test_held_fails_when_standby_silent(self) -> None:
         """A publish waiting for a standby that falls silent (route open) fails after the silence limit; heard again, publishes are taken."""
-        from txnsq.nsqd.mirror import StandbysUnavailable
+        from txnsq.mirror.recorder import StandbysUnavailable
 
         topic = self.a.broker.get_topic("mt")
         topic.publish(b"one")
@@ -1196,7 +1196,7 @@ class KnownLossTests(MirrorTestCase):
 
     def on_standby(self) -> List[bytes]:
         """The bodies of node-a's messages the standby holds: its copy, or (taken over) its channel."""
-        from txnsq.nsqd.mirror import channel_snapshot
+        from txnsq.mirror.snapshot import channel_snapshot
 
         found: List[bytes] = []
         copy = self.b.mirror.copies.get("node-a")

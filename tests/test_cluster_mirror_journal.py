@@ -1,5 +1,5 @@
 """
-Tests for :mod:`txnsq.cluster.mirror_journal`: a standby's copies kept in
+Tests for :mod:`txnsq.mirror.journal`: a standby's copies kept in
 its data path, read back by a restarted standby; on the two-node set-up
 of :mod:`tests.test_cluster_mirror`.
 """
@@ -10,8 +10,8 @@ import os
 
 from tests.core_fakes import FakeConsumer
 from tests.test_cluster_mirror import MirrorTestCase, Side
-from txnsq.cluster import mirror_journal
-from txnsq.cluster.mirror_journal import CopyJournal
+from txnsq.mirror import journal as mirror_journal
+from txnsq.mirror.journal import CopyJournal
 
 
 class JournalTestCase(MirrorTestCase):

@@ -493,7 +493,7 @@ class TopicTests(HTTPTestCase):
 
     def test_pub_waits_for_mirror(self) -> None:
         """/pub and /mpub to a mirrored topic answer OK once the mirror gate releases them."""
-        from txnsq.nsqd.mirror import MirrorRecorder
+        from txnsq.mirror.recorder import MirrorRecorder
 
         held: List[Any] = []
         self.broker.mirror_gate = lambda waiter: held.append(waiter) or True
@@ -510,7 +510,7 @@ class TopicTests(HTTPTestCase):
 
     def test_pub_refused_without_standbys(self) -> None:
         """/pub and /mpub to a mirrored topic short of --mirror-min-standbys are 503 MIRROR_STANDBYS_UNAVAILABLE, nothing stored."""
-        from txnsq.nsqd.mirror import MirrorRecorder
+        from txnsq.mirror.recorder import MirrorRecorder
 
         recorder = MirrorRecorder(lambda: None, lambda: None)
         recorder.refusing = "mirror: 0 of 1 required standbys live"
@@ -523,7 +523,7 @@ class TopicTests(HTTPTestCase):
 
     def test_pub_fails_when_standbys_lost(self) -> None:
         """A /pub or /mpub waiting at the mirror gate that the mirror fails is 503 MIRROR_STANDBYS_LOST_OUTCOME_UNKNOWN; the message stays stored."""
-        from txnsq.nsqd.mirror import MirrorRecorder
+        from txnsq.mirror.recorder import MirrorRecorder
 
         held: List[Any] = []
 
@@ -550,7 +550,7 @@ class TopicTests(HTTPTestCase):
 
     def test_pub_fails_at_once_at_gate(self) -> None:
         """A gate that fails the publish as it is asked answers 503 at once."""
-        from txnsq.nsqd.mirror import MirrorRecorder
+        from txnsq.mirror.recorder import MirrorRecorder
 
         def gate(waiter: Any) -> bool:
             waiter.mirror_fail("mirror: gone")

@@ -27,13 +27,15 @@ CORE = [
     "txnsq.nsqd.memstats",
     "txnsq.nsqd.metadata",
     "txnsq.nsqd.metadata_format",
-    "txnsq.nsqd.mirror",
     "txnsq.nsqd.options",
     "txnsq.nsqd.quantile",
     "txnsq.nsqd.retention",
     "txnsq.nsqd.stats",
     "txnsq.nsqd.stats_text",
     "txnsq.nsqd.topic",
+    "txnsq.mirror.recorder",
+    "txnsq.mirror.snapshot",
+    "txnsq.mirror.standby",
 ]
 
 #: What the core and storage must never import: the command line, the
@@ -45,6 +47,7 @@ FORBIDDEN = [
     "txnsq.cluster",
     "txnsq.http",
     "txnsq.metaq",
+    "txnsq.mirror",
     "txnsq.nsqadmin",
     "txnsq.nsqlookupd",
     "txnsq.spark",
@@ -66,8 +69,11 @@ FORBIDDEN = [
 #: Modules inside a forbidden package that the core may import: they hold
 #: no IO and no CLI (the chains through them are still followed).
 #: ``txnsq.cluster.options`` checks the cluster settings for
-#: ``NSQDOptions.validate``.
-ALLOWED = ["txnsq.cluster.options"]
+#: ``NSQDOptions.validate``; the mirror's core modules (the recorder a
+#: mirrored topic feeds, the standby's copy, the snapshots) are in CORE
+#: themselves, while the rest of ``txnsq.mirror`` runs on Twisted and the
+#: routes.
+ALLOWED = ["txnsq.cluster.options"] + [name for name in CORE if name.startswith("txnsq.mirror.")]
 
 #: Modules outside txnsq.protocol that the protocol may import: the loader
 #: of the compiled speed-ups, which imports only the standard library (its
@@ -208,6 +214,16 @@ class LayeringTests(SynchronousTestCase):
             if _within(name, ["txnsq.storage"]):
                 chains.extend(self.graph.chains(name, FORBIDDEN + ["txnsq.nsqd"]))
         self.assertEqual(chains, [])
+
+    def test_mirror_hold_is_sans_io(self) -> None:
+        """The V2 connection's hold for the mirror imports no Twisted, zope or txnsq module outside txnsq.protocol."""
+        wrong = [
+            imported
+            for imported in sorted(self.graph.imports["txnsq.mirror.hold"])
+            if _within(imported, ["twisted", "zope"])
+            or (_within(imported, ["txnsq"]) and not _within(imported, ["txnsq.protocol"]))
+        ]
+        self.assertEqual(wrong, [])
 
     def test_chains_are_found(self) -> None:
         """The check sees an arrow through an intermediate module (so that it can fail)."""

@@ -121,7 +121,7 @@ class BrokerMetaqBackendTests(SynchronousTestCase):
 
     def test_put_refused_by_mirror(self) -> None:
         """A mirrored topic short of --mirror-min-standbys is 503 with the reason, not 500."""
-        from txnsq.nsqd.mirror import StandbysUnavailable
+        from txnsq.mirror.recorder import StandbysUnavailable
 
         self.broker.error = StandbysUnavailable("mirror: 0 of 1 required standbys live")
         with self.assertRaises(MetaqRefused) as caught:

@@ -1,7 +1,8 @@
 """
-Tests for :mod:`txnsq.nsqd.mirror`: the recorder a mirrored topic feeds,
-the standby's copy and its take-over, and the snapshots a new peer gets;
-on a broker driven by a Clock.
+Tests for :mod:`txnsq.mirror.recorder`, :mod:`txnsq.mirror.standby` and
+:mod:`txnsq.mirror.snapshot`: the recorder a mirrored topic feeds, the
+standby's copy and its take-over, and the snapshots a new peer gets; on
+a broker driven by a Clock.
 """
 
 from __future__ import annotations
@@ -11,17 +12,16 @@ from typing import List
 from twisted.trial.unittest import SynchronousTestCase
 
 from tests.core_fakes import FakeConsumer, decode, make_broker
-from txnsq.nsqd import mirror
-from txnsq.nsqd.mirror import (
-    MirrorRecorder,
-    StandbyCopy,
-    TopicCopy,
+from txnsq.mirror import standby
+from txnsq.mirror.recorder import MirrorRecorder, StandbysUnavailable
+from txnsq.mirror.snapshot import (
     channel_snapshot,
     drop_from_channel,
     drop_from_topic,
     holds_messages,
     topic_snapshot,
 )
+from txnsq.mirror.standby import StandbyCopy, TopicCopy
 from txnsq.nsqd.topic import PublishError
 from txnsq.protocol.message import encode_message
 from txnsq.protocol.mirror import (
@@ -115,7 +115,7 @@ class RefusalTests(SynchronousTestCase):
             lambda: self.topic.publish_deferred(b"x", 2.0),
             lambda: self.topic.publish_deferred(b"x", 0.0),
         ):
-            with self.assertRaises(mirror.StandbysUnavailable) as caught:
+            with self.assertRaises(StandbysUnavailable) as caught:
                 publish()
             self.assertEqual(str(caught.exception), "mirror: 0 of 1 required standbys live")
         self.assertIsInstance(caught.exception, PublishError)
@@ -125,7 +125,7 @@ class RefusalTests(SynchronousTestCase):
 
     def test_without_channel(self) -> None:
         """A topic with no channel yet refuses as well: nothing held."""
-        self.assertRaises(mirror.StandbysUnavailable, self.topic.publish, b"x")
+        self.assertRaises(StandbysUnavailable, self.topic.publish, b"x")
         self.assertEqual(self.topic.depth(), 0)
 
     def test_retained_record_refused(self) -> None:
@@ -142,7 +142,7 @@ class RefusalTests(SynchronousTestCase):
         topic = broker.get_topic("t")
         topic.set_retention(RetentionSettings(1 << 20, 0.0, 1))
         topic.mirror = self.recorder
-        self.assertRaises(mirror.StandbysUnavailable, topic.publish_record, 0, 0, b"x")
+        self.assertRaises(StandbysUnavailable, topic.publish_record, 0, 0, b"x")
         assert topic.retention is not None
         self.assertEqual(topic.retention.log.partitions[0].next_offset, 0)
         self.assertEqual(topic.message_count, 0)
@@ -488,7 +488,7 @@ class LazyCopyTests(SynchronousTestCase):
 
     def test_settled_past_removals(self) -> None:
         """Past SETTLE_REMOVALS FINs and REQs (and the copy's size), the log is applied unasked."""
-        self.patch(mirror, "SETTLE_REMOVALS", 4)
+        self.patch(standby, "SETTLE_REMOVALS", 4)
         copy = TopicCopy("t")
         life = [(OP_CHANNEL_CREATE, "c", []), (OP_MESSAGES, "", [message(n) for n in range(8)])]
         life += [(OP_FIN, "c", [_id(n)]) for n in range(3)]

@@ -1394,7 +1394,7 @@ class MirrorGateCase(ProtocolTestCase):
         self.broker.mirror_gate = self.gate
         self.hold = True
         self.fail_now: Optional[str] = None
-        from txnsq.nsqd.mirror import MirrorRecorder
+        from txnsq.mirror.recorder import MirrorRecorder
 
         self.broker.get_topic("m").mirror = MirrorRecorder(lambda: None, lambda: None)
 
@@ -1529,7 +1529,7 @@ class MirrorFailTests(MirrorGateCase):
         producer.send(pub(b"m", b"x"))
         self.assertEqual(producer.raw(), frame(ERROR, b"E_PUB_FAILED PUB failed gone"))
         self.assertTrue(producer.closed)
-        self.assertFalse(producer.protocol._mirror_held)
+        self.assertFalse(producer.protocol.mirror_hold.held)
 
     def test_fail_after_close(self) -> None:
         """A failure after the connection closed writes nothing."""

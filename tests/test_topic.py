@@ -402,3 +402,45 @@ class LifecycleTests(TopicTestCase):
         self.assertTrue(consumer.closed)
         self.assertEqual(self.topic.channels, {})
         self.assertEqual(list(self.clock.getDelayedCalls()), [])
+
+
+class MessagesByIdTests(TopicTestCase):
+    """Reading what the topic holds itself, and dropping some by id (what mirrored topics ask)."""
+
+    def test_held_messages(self) -> None:
+        """Deferred publishes waiting for a channel first, then the queue, which keeps its order."""
+        self.topic.publish(b"a")
+        self.topic.publish_deferred(b"later", 5.0)
+        self.topic.publish(b"b")
+        found, complete = self.topic.held_messages(100)
+        self.assertEqual([decode(data).body for data in found], [b"later", b"a", b"b"])
+        self.assertTrue(complete)
+        self.assertEqual(self.topic.depth(), 3)
+        self.assertEqual(self.consumer().bodies(), [b"a", b"b"])
+
+    def test_held_messages_limit(self) -> None:
+        """Past the limit the queue's rest is not read and keeps its place; the answer says it is not all."""
+        for body in (b"a", b"b", b"c"):
+            self.topic.publish(body)
+        found, complete = self.topic.held_messages(1)
+        self.assertEqual([decode(data).body for data in found], [b"a"])
+        self.assertFalse(complete)
+        self.assertEqual(self.consumer().bodies(), [b"a", b"b", b"c"])
+
+    def test_drop_messages(self) -> None:
+        """Queued and deferred messages of the topic go by id; the ids found are returned, others stay."""
+        self.topic.publish(b"a")
+        self.topic.publish_deferred(b"later", 5.0)
+        self.topic.publish(b"b")
+        ids = {decode(data).body: decode(data).id for data in self.topic.held_messages(100)[0]}
+        gone = self.topic.drop_messages({ids[b"a"], ids[b"later"], b"x" * 16})
+        self.assertEqual(gone, {ids[b"a"], ids[b"later"]})
+        self.assertEqual([decode(data).body for data in self.topic.held_messages(100)[0]], [b"b"])
+
+    def test_drop_messages_leaves_channels(self) -> None:
+        """The channels keep their copies of a message dropped from the topic."""
+        channel = self.topic.get_channel("c")
+        self.topic.publish(b"a")
+        [data] = channel.unfinished_messages(10)[0]
+        self.assertEqual(self.topic.drop_messages({decode(data).id}), set())
+        self.assertEqual(channel.depth(), 1)

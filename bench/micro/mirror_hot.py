@@ -25,7 +25,8 @@ from typing import List
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 from bench.micro.measure import broker  # noqa: E402
-from txnsq.nsqd.mirror import MirrorRecorder, StandbyCopy  # noqa: E402
+from txnsq.mirror.recorder import MirrorRecorder  # noqa: E402
+from txnsq.mirror.standby import StandbyCopy  # noqa: E402
 from txnsq.protocol.mirror import OP_CHANNEL_CREATE, RecordBuilder, decode_records  # noqa: E402
 
 

@@ -4,8 +4,8 @@ route's bytes on: the primary's payloads (MPUBs of ``--batch`` messages
 to a topic with one channel, each payload also carrying the FINs of the
 previous one's messages when ``--fin``) framed as the route sends them
 (one ``RMSG`` each), fed to a route parser in 64 KiB reads, decoded and
-applied to a :class:`~txnsq.nsqd.mirror.StandbyCopy` (and written to a
-:class:`~txnsq.cluster.mirror_journal.CopyJournal` with ``--journal``).
+applied to a :class:`~txnsq.mirror.standby.StandbyCopy` (and written to a
+:class:`~txnsq.mirror.journal.CopyJournal` with ``--journal``).
 ``count()`` afterwards (the copy brought up to date, as ``/stats`` or a
 failover does) is timed apart.  ``--rounds 0`` only reads the bytes.
 With ``--wire FILE`` the bytes are made once and kept in FILE (the run
@@ -35,8 +35,9 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspa
 from twisted.internet.task import Clock  # noqa: E402
 
 from bench.micro.measure import broker  # noqa: E402
-from txnsq.cluster.mirror_journal import CopyJournal  # noqa: E402
-from txnsq.nsqd.mirror import MirrorRecorder, StandbyCopy  # noqa: E402
+from txnsq.mirror.journal import CopyJournal  # noqa: E402
+from txnsq.mirror.recorder import MirrorRecorder  # noqa: E402
+from txnsq.mirror.standby import StandbyCopy  # noqa: E402
 from txnsq.protocol.mirror import (  # noqa: E402
     OP_CHANNEL_CREATE,
     RecordBuilder,

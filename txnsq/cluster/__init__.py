@@ -11,7 +11,8 @@ Cluster routes: txnsq as one more server of a NATS cluster.
 - :mod:`txnsq.cluster.service`: the Twisted service nsqd starts
 
 The route layer (``node``, ``route``, ``interest``, ``subjects``) knows
-nothing of NSQ; the bridge is one user of it.
+nothing of NSQ; the bridge is one user of it, and mirrored topics
+(:mod:`txnsq.mirror`, which the service starts) are another.
 
 Public API: none.  This package is private to txnsq.
 """

@@ -137,9 +137,9 @@ class ClusterService(MultiService):
             options.nats_account,
             options.nats_topics,
         )
-        from txnsq.cluster.mirror import Mirror
-        from txnsq.cluster.mirror_files import NAMED_TOPICS_FILE, load_node_id
-        from txnsq.cluster.mirror_journal import CopyJournal
+        from txnsq.mirror.files import NAMED_TOPICS_FILE, load_node_id
+        from txnsq.mirror.journal import CopyJournal
+        from txnsq.mirror.mirror import Mirror
 
         # Copies survive a restart when the storage does.
         journal = (

@@ -25,7 +25,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from zope.interface import Attribute, Interface, implementer
 
-from txnsq.nsqd.mirror import StandbysUnavailable
+from txnsq.mirror.recorder import StandbysUnavailable
 from txnsq.nsqd.topic import PublishError
 from txnsq.protocol.metaq import BAD_REQUEST, FORBIDDEN, INTERNAL_SERVER_ERROR, NOT_FOUND, SERVICE_UNAVAILABLE
 from txnsq.protocol.names import is_valid_topic_name

@@ -107,7 +107,7 @@ class Broker:
         #: Called as ``tap(topic, bodies)`` after every publish to any topic
         #: (the NATS bridge); a tap must not raise.
         self.publish_taps: List[Callable[[Topic, List[bytes]], None]] = []
-        #: Mirrored topics (txnsq.cluster.mirror): ``gate(connection)`` is
+        #: Mirrored topics (txnsq.mirror.mirror): ``gate(connection)`` is
         #: asked before a V2 connection's OKs for publishes to a mirrored
         #: topic leave; True holds them until ``connection.mirror_release()``.
         self.mirror_gate: Optional[Callable[[Any], bool]] = None

@@ -33,10 +33,12 @@ from typing import (
     TYPE_CHECKING,
     Any,
     Callable,
+    Collection,
     Dict,
     List,
     Optional,
     Protocol,
+    Set,
     Tuple,
 )
 
@@ -50,6 +52,7 @@ from txnsq.protocol.message import (
 )
 from txnsq.protocol.names import is_ephemeral
 from txnsq.storage.interfaces import IBatchQueue, IDeferredStore
+from txnsq.storage.queue_scan import read_through, take_out
 
 if TYPE_CHECKING:
     from txnsq.nsqd.topic import Topic
@@ -561,9 +564,63 @@ class Channel:
         """Tell a mirrored topic's peers of a pause, unpause or empty."""
         mirror = self.topic.mirror
         if mirror is not None:
-            from txnsq.nsqd.mirror import CHANNEL_OPS
+            from txnsq.mirror.recorder import CHANNEL_OPS
 
             mirror.channel_changed(CHANNEL_OPS[change], self.topic_name, self.name)
+
+    # -- messages by id (mirrored topics) ---------------------------------
+
+    def unfinished_messages(self, limit: int) -> Tuple[List[bytes], bool]:
+        """
+        The messages not finished yet, encoded as held: in flight, then
+        deferred (in the order they are due), then queued; at most
+        ``limit`` of them, and whether that was all.  The queue is read
+        through and put back in its order: a pass over it, for a mirrored
+        topic's catch-up of a new peer, not for every message.
+        """
+        found = [entry.data for entry in self._in_flight.values()]
+        found.extend(data for _, _, data in sorted(self._deferred, key=lambda item: item[:2]))
+        queued, complete = read_through(self._queue, max(0, limit - len(found)))
+        found.extend(queued)
+        return found, complete and len(found) <= limit
+
+    def drop_messages(self, ids: Collection[bytes]) -> Set[bytes]:
+        """
+        Take the messages whose id is in ``ids`` out of the channel:
+        queued, deferred, or in flight (as if they had timed out there and
+        gone: a later FIN of one by its consumer fails as for a timed-out
+        message); the ids found.  A mirrored topic's fail-back exchange
+        drops here what another node took over and delivers now.
+        """
+        removed = take_out(self._queue, ids)
+        flight_log = self._flight
+        deferred = self._deferred
+        if deferred:
+            kept = [item for item in deferred if item[2][10:26] not in ids]
+            if len(kept) != len(deferred):
+                for item in deferred:
+                    msg_id = item[2][10:26]
+                    if msg_id in ids:
+                        removed.add(msg_id)
+                        if flight_log is not None:
+                            flight_log.release(msg_id)
+                heapq.heapify(kept)
+                self._deferred = kept
+        in_flight = self._in_flight
+        freed = []
+        for msg_id in [msg_id for msg_id in in_flight if msg_id in ids]:
+            entry = in_flight.pop(msg_id)
+            self._unschedule(entry)
+            entry.consumer.in_flight_count -= 1
+            if flight_log is not None:
+                flight_log.release(msg_id)
+            removed.add(msg_id)
+            freed.append(entry.consumer)
+        if freed:
+            self._check_idle()
+            for consumer in freed:
+                self._freed(consumer)
+        return removed
 
     def close(self) -> None:
         """

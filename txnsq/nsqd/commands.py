@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Callable, Dict, List, Optional
 
 from txnsq.nsqd.authorizing import AuthGate
 from txnsq.nsqd.channel import InFlightError, SubscribeError
-from txnsq.nsqd.mirror import StandbysUnavailable
+from txnsq.mirror.recorder import StandbysUnavailable
 from txnsq.nsqd.topic import PublishError
 from txnsq.protocol.errors import LineTooLong, ProtocolError, protocol_error
 from txnsq.protocol.frames import CLOSE_WAIT_FRAME, OK_FRAME

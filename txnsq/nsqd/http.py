@@ -47,7 +47,7 @@ from txnsq.http.api import JSON_CONTENT_TYPE, raw_query
 from txnsq.http.pprof import PprofHandlers, add_pprof_routes
 from txnsq.http.routes import GoRouter, Route, go_route
 from txnsq.nsqd.http_config import CONFIG_OPTIONS, config_value, set_config_value
-from txnsq.nsqd.mirror import StandbysUnavailable
+from txnsq.mirror.recorder import StandbysUnavailable
 from txnsq.protocol.go_values import parse_duration
 from txnsq.nsqd.options import TLS_REQUIRED
 from txnsq.nsqd.retention import (
@@ -143,7 +143,7 @@ class NSQDHTTPAPI(GoRouter, PprofHandlers):
         self._profiler_clock = broker.clock
         #: The ``cluster`` section of /stats and /metrics (NATS routes), if any.
         self.cluster_stats: Optional[Callable[[], Dict[str, Any]]] = None
-        #: Mirrored topics (txnsq.cluster.mirror.Mirror), when routes are on.
+        #: Mirrored topics (txnsq.mirror.mirror.Mirror), when routes are on.
         self.mirror: Optional[Any] = None
 
     def _commit(self, topic: Any) -> None:

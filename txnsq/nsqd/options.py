@@ -168,7 +168,7 @@ class NSQDOptions:
     nats_subject_prefix: str = "nsq."
     nats_account: str = "$G"
     nats_topics: str = ""
-    # mirrored topics (txnsq/cluster/mirror.py, docs/mirroring.md)
+    # mirrored topics (txnsq/mirror/, docs/mirroring.md)
     mirror_topics: str = ""
     mirror_ack: str = "sync"
     mirror_failover_timeout: float = 10.0

@@ -24,10 +24,10 @@ from twisted.python.failure import Failure
 from zope.interface import implementer
 
 from txnsq.addresses import go_address
+from txnsq.mirror.hold import MirrorHold
 from txnsq.nsqd.commands import STATE_CLOSED, STATE_CLOSING, STATE_INIT, STATE_SUBSCRIBED, V2Commands
 from txnsq.nsqd.features import ServerFeatures
 from txnsq.nsqd.listener import set_no_delay
-from txnsq.nsqd.mirror_hold import MirrorHold
 from txnsq.nsqd.output import scheduler_for
 from txnsq.nsqd.tls import cipher_suite_name, tls_version_name
 from txnsq.protocol.compression import CompressionError
@@ -73,13 +73,15 @@ _compiled_message_frame = None if _message.compiled is None else _message.messag
 
 
 @implementer(IHandshakeListener)
-class NSQDProtocol(MirrorHold, Protocol):
+class NSQDProtocol(Protocol):
     """
     One client connection speaking NSQ's V2 protocol.
 
     It is also the broker's consumer for the channel it subscribes to:
     ``ready_count``, ``in_flight_count``, ``msg_timeout`` and
-    :meth:`send_message` are what :class:`txnsq.nsqd.channel.Channel` uses.
+    :meth:`send_message` are what :class:`txnsq.nsqd.channel.Channel` uses;
+    and, for mirrored topics, a producer the mirror gate holds
+    (:meth:`mirror_release`, :meth:`mirror_fail`).
     Its commands (:class:`txnsq.nsqd.commands.V2Commands`) set ``state``,
     ``channel``, ``ready_count`` and the counters, and write through
     :meth:`write` and :meth:`send_error`.
@@ -90,6 +92,8 @@ class NSQDProtocol(MirrorHold, Protocol):
     :ivar identity: what the client sent in IDENTIFY, or ``None``.
     :ivar dead: nothing more is read or run: the connection is being
         dropped, or is gone.
+    :ivar mirror_hold: its output held for the mirror
+        (:class:`txnsq.mirror.hold.MirrorHold`).
     """
 
     _log = Logger()
@@ -148,7 +152,7 @@ class NSQDProtocol(MirrorHold, Protocol):
         # MirrorHold leaves it paused then.
         self._blocked = False
         self.dead = False
-        self._init_mirror_hold()
+        self.mirror_hold = MirrorHold()
         self._heartbeat_call: Optional[IDelayedCall] = None
         self._read_deadline_call: Optional[IDelayedCall] = None
         # TLS deadlines: finishing the handshake, and closing.
@@ -198,8 +202,12 @@ class NSQDProtocol(MirrorHold, Protocol):
         """Feed bytes to the command parser and run every complete command."""
         if self.dead:
             return
-        if self._mirror_held:
-            self._hold_input(data)
+        hold = self.mirror_hold
+        if hold.held:
+            # Kept, and reading paused, until the mirror confirms.
+            hold.keep(data)
+            if self.transport is not None and not self._blocked:
+                self.transport.pauseProducing()  # type: ignore[attr-defined]
             return
         flusher = self._flusher
         flusher.reading()
@@ -335,10 +343,6 @@ class NSQDProtocol(MirrorHold, Protocol):
         self._blocked = False
         self.transport.resumeProducing()  # type: ignore[attr-defined]
 
-    def mirror_published(self, verb: bytes) -> None:
-        """A ``verb`` (PUB, MPUB, DPUB) to a mirrored topic is about to be answered (see MirrorHold)."""
-        self._mirror_published(verb)
-
     @property
     def auth_state(self) -> Optional[AuthState]:
         """The authorizations of the last AUTH, else ``None``."""
@@ -452,8 +456,9 @@ class NSQDProtocol(MirrorHold, Protocol):
     def flush_output(self) -> None:
         """Write what is buffered, through the compression encoder if any."""
         self._has_output = False
-        if self._mirror_wait or self._mirror_held:
-            if self._mirror_gate():
+        hold = self.mirror_hold
+        if hold.wait or hold.held:
+            if hold.ask(self.broker.mirror_gate, self):
                 return
         out = self._out
         if not out:
@@ -486,8 +491,45 @@ class NSQDProtocol(MirrorHold, Protocol):
             self._log.info("client({peer}) - {error}", peer=self.peer_name(), error=error)
             self.abort()
 
-    # MirrorHold's name for it.
-    _send_error = send_error
+    # -- the mirror's hold -------------------------------------------------
+
+    def mirror_published(self, verb: bytes) -> None:
+        """A ``verb`` to a mirrored topic is about to be answered (:meth:`MirrorHold.published`)."""
+        self.mirror_hold.published(verb, len(self._out))
+
+    def mirror_release(self) -> None:
+        """The mirror confirmed: write the held output, then read again (what was kept first)."""
+        hold = self.mirror_hold
+        if not hold.held:
+            return
+        hold.held = False
+        if self.state == STATE_CLOSED or self.transport is None:
+            return
+        self.flush_output()
+        if hold.paused:
+            hold.paused = False
+            if not self._blocked:
+                self.transport.resumeProducing()  # type: ignore[attr-defined]
+        if hold.kept:
+            kept = hold.take_input()
+            if kept is not None:
+                self.dataReceived(kept)
+
+    def mirror_fail(self, reason: str) -> None:
+        """
+        The mirror cannot confirm the publishes whose answers are held
+        (fewer live standbys than ``--mirror-min-standbys``): the output
+        written before the first of them leaves, then, in place of its
+        answer, Go's fatal error for its command (:meth:`MirrorHold.fail`),
+        and the connection closes.  The bytes read while held are dropped.
+        """
+        mark, error = self.mirror_hold.fail(reason)
+        if self.state == STATE_CLOSED or self.transport is None:
+            return
+        out = self._out
+        del out[mark:]
+        self._out_size = sum(map(len, out))
+        self.send_error(error)
 
     def abort(self) -> None:
         """Stop reading and close once pending writes are flushed."""

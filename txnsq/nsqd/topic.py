@@ -12,12 +12,13 @@ The message is encoded once; every channel shares the same bytes object.
 from __future__ import annotations
 
 import struct
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Any, Collection, Dict, List, Optional, Set, Tuple, Union
 
 from txnsq.nsqd.channel import Channel
 from txnsq.protocol.message import encode_message
 from txnsq.protocol.names import is_ephemeral, is_valid_channel_name
 from txnsq.storage.interfaces import IBatchQueue, IDeferredStore
+from txnsq.storage.queue_scan import read_through, take_out
 
 if TYPE_CHECKING:
     from txnsq.nsqd.broker import Broker
@@ -106,7 +107,7 @@ class Topic:
         self.retention: Optional[TopicRetention] = None
         # The broker's publish taps (shared list): told of every publish.
         self._taps = broker.publish_taps
-        #: A mirrored topic's recorder (txnsq.nsqd.mirror), else ``None``.
+        #: A mirrored topic's recorder (txnsq.mirror.recorder), else ``None``.
         self.mirror: Any = None
 
     def __repr__(self) -> str:
@@ -436,7 +437,7 @@ class Topic:
 
     def _mirror_change(self, change: str) -> None:
         """Tell a mirrored topic's peers (channel ``""``: the topic itself)."""
-        from txnsq.nsqd.mirror import CHANNEL_OPS
+        from txnsq.mirror.recorder import CHANNEL_OPS
 
         self.mirror.channel_changed(CHANNEL_OPS[change], self.name, "")
 
@@ -459,10 +460,46 @@ class Topic:
         self._queue.empty()
         self._backlog = []
         if self.mirror is not None:
-            from txnsq.nsqd.mirror import CHANNEL_OPS
+            from txnsq.mirror.recorder import CHANNEL_OPS
 
             # Channel "": the topic's own messages, in the peers' copies.
             self.mirror.channel_changed(CHANNEL_OPS["empty"], self.name, "")
+
+    def held_messages(self, limit: int) -> Tuple[List[bytes], bool]:
+        """
+        The messages the topic holds itself (no channel yet, or paused),
+        encoded as held: the deferred ones waiting for a channel, then the
+        queued ones; at most ``limit`` of them, and whether that was all.
+        The queue is read through and put back in its order (a mirrored
+        topic's catch-up of a new peer).
+        """
+        found = [data for data, _ in self._backlog]
+        queued, complete = read_through(self._queue, max(0, limit - len(found)))
+        found.extend(queued)
+        return found, complete and len(found) <= limit
+
+    def drop_messages(self, ids: Collection[bytes]) -> Set[bytes]:
+        """
+        Take the messages whose id is in ``ids`` out of what the topic
+        holds itself (its channels keep theirs: see
+        :meth:`Channel.drop_messages <txnsq.nsqd.channel.Channel.drop_messages>`);
+        the ids found.  A mirrored topic's fail-back exchange drops here
+        what another node took over and delivers now.
+        """
+        removed = take_out(self._queue, ids)
+        backlog = self._backlog
+        if backlog:
+            kept = [item for item in backlog if item[0][10:26] not in ids]
+            if len(kept) != len(backlog):
+                flight_log = self._flight
+                for data, _ in backlog:
+                    msg_id = data[10:26]
+                    if msg_id in ids:
+                        removed.add(msg_id)
+                        if flight_log is not None:
+                            flight_log.release(msg_id)
+                self._backlog = kept
+        return removed
 
     def close(self) -> None:
         """

@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.test_cluster_mirror_journal -*-
+# -*- test-case-name: tests.test_mirror_journal,tests.test_cluster_mirror_journal -*-
 """
 A standby's copies kept on disk, so that a standby restart keeps them:
 one file per primary node in ``--data-path`` (``mirror-copy-<id>.log``),
@@ -29,7 +29,7 @@ from typing import IO, Any, Dict, List, Optional, Set, Tuple, Union
 
 from twisted.logger import Logger
 
-from txnsq.nsqd.mirror import StandbyCopy
+from txnsq.mirror.standby import StandbyCopy
 from txnsq.protocol.mirror import (
     OP_CHANNEL_CREATE,
     OP_CHANNEL_PAUSE,

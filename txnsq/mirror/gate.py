@@ -1,15 +1,18 @@
-# -*- test-case-name: tests.test_cluster_mirror -*-
+# -*- test-case-name: tests.test_mirror_gate,tests.test_cluster_mirror -*-
 """
-The mirror's sending and its ack gate (:mod:`txnsq.cluster.mirror`): the
-records of a reactor turn go to every peer as one numbered payload; a
-``sync`` producer (an ``async`` one past :data:`MAX_LAG_BYTES` unacked)
-waits until every peer has acked the payload that carried its publish.
+The mirror's sending and its ack gate (a part of :class:`Mirror
+<txnsq.mirror.mirror.Mirror>`): the records of a reactor turn go to
+every peer as one numbered payload; a ``sync`` producer (an ``async``
+one past :data:`MAX_LAG_BYTES <txnsq.mirror.state.MAX_LAG_BYTES>`
+unacked) waits until every peer has acked the payload that carried its
+publish.
 
 In ``async`` mode no producer waits for a payload, so while one is on its
 way (not acked by every peer) the records of later turns are gathered and
-sent as one payload when it is acked, or once :data:`FLUSH_SIZE` bytes
-are held: under load the payloads grow instead of multiplying, and with
-them fall the sends, the acks and the reactor turns they cost both nodes.
+sent as one payload when it is acked, or once :data:`FLUSH_SIZE
+<txnsq.mirror.recorder.FLUSH_SIZE>` bytes are held: under load the
+payloads grow instead of multiplying, and with them fall the sends, the
+acks and the reactor turns they cost both nodes.
 
 ``--mirror-min-standbys=N`` (N > 0): while fewer than N peers are live
 (routed, and not silent past the heartbeat's limit), the recorder refuses
@@ -24,20 +27,18 @@ with N = 0).
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Tuple
+from typing import Any, Callable, Dict, Optional
 
+from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from twisted.logger import Logger
 
-from txnsq.cluster.mirror_catch_up import CATCH_UP_WINDOW
-from txnsq.cluster.mirror_peer import ACCOUNT, MirrorPeer
-from txnsq.nsqd.mirror import FLUSH_SIZE, MirrorRecorder
+from txnsq.mirror.peer import ACCOUNT
+from txnsq.mirror.recorder import MirrorRecorder
+from txnsq.mirror.state import MAX_LAG_BYTES, MirrorState
 from txnsq.protocol.mirror import SUBJECT_DATA, RecordBuilder
 from txnsq.protocol.nats_route import encode_rmsg_head
 
 __all__ = ["MAX_LAG_BYTES", "AckGate", "too_few_standbys", "unconfirmed"]
-
-#: Unacked bytes past which ``async`` mode holds producers too.
-MAX_LAG_BYTES = 64 * 1024 * 1024
 
 
 def too_few_standbys(live: int, needed: int) -> str:
@@ -57,38 +58,48 @@ def unconfirmed(cause: str) -> str:
 
 class AckGate:
     """
-    :class:`Mirror <txnsq.cluster.mirror.Mirror>`'s sending of payloads and the
-    gate holding producers until the peers have acked them.
+    The sending of payloads and the gate holding producers until the
+    peers have acked them.
+
+    The gate makes the :attr:`recorder` the mirrored topics feed: when
+    the first record of a reactor turn is added it asks for the turn's
+    end (:meth:`schedule`), and when :data:`FLUSH_SIZE <txnsq.mirror.recorder.FLUSH_SIZE>`
+    bytes are held it sends them at once (:meth:`flush`).  Each payload
+    goes to every peer of ``state.peers`` over its route, numbered
+    ``state.seq``; acks come back through :meth:`release`.  While a
+    catch-up is under way (``state.catching_up``), what is recorded, and
+    the producers publishing, wait behind it (``state.behind``,
+    ``state.waiting_behind``).
+
+    :param state: the mirror's state.
+    :param clock: ``IReactorTime``.
+    :param acked: called when acks free sent payloads while a catch-up is
+        under way (which may then send its next slice).
     """
 
-    _log: Logger
-    clock: Any
-    peers: Dict[str, MirrorPeer]
-    recorder: MirrorRecorder
-    sync: bool
-    max_lag_bytes: int
-    min_standbys: int
-    seq: int
-    batches_sent: int
-    bytes_sent: int
-    producers_held: int
-    producers_failed: int
-    lag_bytes: int
-    _flush_call: Any
-    _head_cache: Dict[int, bytes]
-    _unacked: List[Tuple[int, int]]
-    _waiting: List[Tuple[int, Any]]
-    # The catch-up's (txnsq.cluster.mirror_catch_up).
-    _catching_up: bool
-    _behind: List[RecordBuilder]
-    _behind_bytes: int
-    _waiting_behind: List[Any]
-    _catch_up_call: Any
-    _continue_catch_up: Callable[[], None]
+    _log = Logger()
+
+    def __init__(
+        self, state: MirrorState, clock: IReactorTime, acked: Callable[[], None]
+    ) -> None:
+        self.state = state
+        self.clock = clock
+        self.acked = acked
+        #: What the mirrored topics record, sent by this gate.
+        self.recorder = MirrorRecorder(self.schedule, self.flush)
+        self._flush_call: Optional[IDelayedCall] = None
+        self._head_cache: Dict[int, bytes] = {}
+
+    def stop(self) -> None:
+        """Cancel the send of the turn's records."""
+        call, self._flush_call = self._flush_call, None
+        if call is not None and call.active():
+            call.cancel()
 
     # -- sending ------------------------------------------------------------------
 
-    def _schedule(self) -> None:
+    def schedule(self) -> None:
+        """The first record of a reactor turn was added: send at the turn's end."""
         if self._flush_call is None:
             self._flush_call = self.clock.callLater(0, self._turn_ended)
 
@@ -96,11 +107,13 @@ class AckGate:
         """
         The reactor turn that gathered records ended: send them, unless
         (``async``) a payload is still unacked; then they go with what
-        follows when it is acked (:meth:`_release`), or when
-        :data:`FLUSH_SIZE` bytes are held (the recorder's ``full``).
+        follows when it is acked (:meth:`release`), or when
+        :data:`FLUSH_SIZE <txnsq.mirror.recorder.FLUSH_SIZE>` bytes are
+        held (the recorder's ``full``).
         """
         self._flush_call = None
-        if not self.sync and self._unacked and not self._catching_up:
+        state = self.state
+        if not state.sync and state.unacked and not state.catching_up:
             return
         self.flush()
 
@@ -116,19 +129,21 @@ class AckGate:
         builder = recorder.builder
         if not builder:
             return
-        if self._catching_up:
+        state = self.state
+        if state.catching_up:
             # Applied before the rest of the catch-up, a FIN would find
             # nothing to remove and the catch-up would bring its message
             # back: these records follow it.
-            self._behind.append(builder)
-            self._behind_bytes += builder.size
+            state.behind.append(builder)
+            state.behind_bytes += builder.size
             recorder.builder = RecordBuilder()
             return
-        self._send(builder)
+        self.send(builder)
 
-    def _send(self, builder: RecordBuilder) -> None:
+    def send(self, builder: RecordBuilder) -> None:
         """Send ``builder``'s records to every peer as the next numbered payload."""
-        self.seq = seq = self.seq + 1
+        state = self.state
+        state.seq = seq = state.seq + 1
         payload = builder.encode(seq)
         size = len(payload)
         head = self._head_cache.get(size)
@@ -136,13 +151,16 @@ class AckGate:
             if len(self._head_cache) > 1024:
                 self._head_cache.clear()
             head = self._head_cache[size] = encode_rmsg_head(ACCOUNT, SUBJECT_DATA, size)
-        for peer in self.peers.values():
+        peers = state.peers
+        for peer in peers.values():
             peer.route.send_message(head, payload)
-        self.batches_sent += 1
-        self.bytes_sent += size
-        if self.peers:
-            self._unacked.append((seq, size))
-            self.lag_bytes += size
+        state.batches_sent += 1
+        state.bytes_sent += size
+        if peers:
+            state.unacked.append((seq, size))
+            state.lag_bytes += size
+
+    # -- the gate -------------------------------------------------------------------
 
     def gate(self, connection: Any) -> bool:
         """
@@ -153,45 +171,51 @@ class AckGate:
         when the live peers are already fewer than ``--mirror-min-standbys``
         in ``sync`` mode).
         """
-        needed = self.min_standbys
-        if needed and self.sync and len(self.peers) < needed:
+        state = self.state
+        needed = state.min_standbys
+        if needed and state.sync and len(state.peers) < needed:
             # Its publish was taken while enough peers were live, and
             # they went before the output was asked about.
-            self.producers_failed += 1
-            connection.mirror_fail(unconfirmed(too_few_standbys(len(self.peers), needed)))
+            state.producers_failed += 1
+            connection.mirror_fail(unconfirmed(too_few_standbys(len(state.peers), needed)))
             return True
-        if not self.peers:
+        if not state.peers:
             return False
-        if self._catching_up:
-            if self.sync or self.lag_bytes + self._behind_bytes > self.max_lag_bytes:
+        if state.catching_up:
+            if state.sync or state.lag_bytes + state.behind_bytes > state.max_lag_bytes:
                 # Its records go behind the catch-up: it waits for that.
                 self.flush()
-                self._waiting_behind.append(connection)
-                self.producers_held += 1
+                state.waiting_behind.append(connection)
+                state.producers_held += 1
                 return True
             return False
-        if self.sync:
+        if state.sync:
             self.flush()
-        elif self.lag_bytes <= self.max_lag_bytes:
+        elif state.lag_bytes <= state.max_lag_bytes:
             return False
         else:
             self.flush()
-        target = self.seq
+        target = state.seq
         if self._acked() >= target:
             return False
-        self._waiting.append((target, connection))
-        self.producers_held += 1
+        state.waiting.append((target, connection))
+        state.producers_held += 1
         return True
 
     def _acked(self) -> int:
-        peers = self.peers
+        peers = self.state.peers
         if not peers:
-            return self.seq
+            return self.state.seq
         return min(peer.acked for peer in peers.values())
 
-    def _release(self) -> None:
+    def release(self) -> None:
+        """
+        Acks came (or a peer went): forget the payloads every peer has
+        acked, and release the producers waiting for them.
+        """
+        state = self.state
         acked = self._acked()
-        unacked = self._unacked
+        unacked = state.unacked
         if unacked and unacked[0][0] <= acked:
             keep = 0
             freed = 0
@@ -201,58 +225,58 @@ class AckGate:
                 keep += 1
                 freed += size
             del unacked[:keep]
-            self.lag_bytes -= freed
-            if (
-                self._catching_up
-                and self._catch_up_call is None
-                and self.lag_bytes < CATCH_UP_WINDOW
-            ):
-                self._catch_up_call = self.clock.callLater(0, self._continue_catch_up)
-            if not unacked and not self.sync and self.recorder.builder and self._flush_call is None:
+            state.lag_bytes -= freed
+            if state.catching_up:
+                self.acked()
+            if not unacked and not state.sync and self.recorder.builder and self._flush_call is None:
                 # What async mode gathered while the payload was on its way.
                 self.flush()
-        waiting = self._waiting
+        waiting = state.waiting
         if waiting and waiting[0][0] <= acked:
             done = [conn for seq, conn in waiting if seq <= acked]
-            self._waiting = [(seq, conn) for seq, conn in waiting if seq > acked]
+            state.waiting = [(seq, conn) for seq, conn in waiting if seq > acked]
             for conn in done:
                 conn.mirror_release()
 
-    def _release_all(self) -> None:
-        waiting, self._waiting = self._waiting, []
-        behind, self._waiting_behind = self._waiting_behind, []
+    def release_all(self) -> None:
+        """Release every producer waiting (no peer is left to ack)."""
+        state = self.state
+        waiting, state.waiting = state.waiting, []
+        behind, state.waiting_behind = state.waiting_behind, []
         for _, conn in waiting:
             conn.mirror_release()
         for conn in behind:
             conn.mirror_release()
 
-    def _standbys_changed(self) -> None:
+    def standbys_changed(self) -> None:
         """
         A peer came or went: with ``--mirror-min-standbys``, the recorder
         refuses publishes while fewer peers are live, and (``sync``) the
         producers waiting for the peers' acks are failed when they drop
         below it.
         """
-        needed = self.min_standbys
+        state = self.state
+        needed = state.min_standbys
         if not needed:
             return
-        live = len(self.peers)
+        live = len(state.peers)
         if live >= needed:
             self.recorder.refusing = None
             return
         cause = too_few_standbys(live, needed)
         self.recorder.refusing = cause
-        if self.sync:
-            self._fail_all(unconfirmed(cause))
+        if state.sync:
+            self.fail_all(unconfirmed(cause))
 
-    def _fail_all(self, reason: str) -> None:
+    def fail_all(self, reason: str) -> None:
         """Fail every producer waiting at the gate with ``reason``."""
-        waiting, self._waiting = self._waiting, []
-        behind, self._waiting_behind = self._waiting_behind, []
+        state = self.state
+        waiting, state.waiting = state.waiting, []
+        behind, state.waiting_behind = state.waiting_behind, []
         failed = [conn for _, conn in waiting] + behind
         if not failed:
             return
-        self.producers_failed += len(failed)
+        state.producers_failed += len(failed)
         self._log.warn(
             "mirror: {count} producers failed: {reason}", count=len(failed), reason=reason
         )

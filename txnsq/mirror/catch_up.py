@@ -1,6 +1,7 @@
-# -*- test-case-name: tests.test_cluster_mirror -*-
+# -*- test-case-name: tests.test_mirror_catch_up,tests.test_cluster_mirror -*-
 """
-The mirror's catch-up (:mod:`txnsq.cluster.mirror`): when a peer comes,
+The mirror's catch-up (a part of :class:`Mirror
+<txnsq.mirror.mirror.Mirror>`): when a peer comes,
 every mirrored channel's state and messages are sent again, the messages
 in slices of :data:`CATCH_UP_SLICE` bytes a reactor turn, none while
 :data:`CATCH_UP_WINDOW` bytes are unacked; what happens meanwhile follows
@@ -9,10 +10,18 @@ it.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Deque, List, Tuple
+from typing import TYPE_CHECKING, Optional
 
-from txnsq.nsqd.mirror import CHANNEL_OPS, FLUSH_SIZE, channel_snapshot, topic_snapshot
+from twisted.internet.interfaces import IDelayedCall, IReactorTime
+
+from txnsq.mirror.gate import AckGate
+from txnsq.mirror.recorder import CHANNEL_OPS, FLUSH_SIZE
+from txnsq.mirror.snapshot import channel_snapshot, topic_snapshot
+from txnsq.mirror.state import MirrorState
 from txnsq.protocol.mirror import OP_MESSAGES, RecordBuilder
+
+if TYPE_CHECKING:
+    from txnsq.nsqd.broker import Broker
 
 __all__ = ["CATCH_UP_SLICE", "CATCH_UP_WINDOW", "CatchUp"]
 
@@ -27,30 +36,35 @@ _ALL = 1 << 62
 
 
 class CatchUp:
-    """:class:`Mirror <txnsq.cluster.mirror.Mirror>`'s catch-up of the peers, in slices."""
+    """
+    The catch-up of the peers, in slices: when a peer comes
+    (:meth:`start`), every mirrored topic's channels (created, paused)
+    and unfinished messages are sent again through the gate, so that the
+    new peer -- a restarted standby, or one back after the route was
+    down -- holds what this node holds.  While it runs
+    (``state.catching_up``), the gate keeps what is recorded, and the
+    producers publishing, behind it.
 
-    broker: Any
-    clock: Any
-    seq: int
-    lag_bytes: int
-    catch_up_messages: int
-    catch_ups: int
-    _catch_up_queue: Deque[Tuple[str, str, List[bytes]]]
-    _catch_up_pos: int
-    _catching_up: bool
-    _behind: List[RecordBuilder]
-    _behind_bytes: int
-    _waiting_behind: List[Any]
-    _catch_up_call: Any
-    _catch_up_again: bool
-    _waiting: List[Tuple[int, Any]]
-    min_standbys: int
-    # The sending's (txnsq.cluster.mirror_gate).
-    flush: Callable[[], None]
-    _send: Callable[[RecordBuilder], None]
-    _release: Callable[[], None]
+    :param state: the mirror's state.
+    :param clock: ``IReactorTime``.
+    :param broker: nsqd's broker, whose mirrored topics are read.
+    :param gate: the gate that sends the payloads
+        (:class:`AckGate <txnsq.mirror.gate.AckGate>`).
+    """
 
-    def _catch_up(self) -> None:
+    def __init__(
+        self, state: MirrorState, clock: IReactorTime, broker: Broker, gate: AckGate
+    ) -> None:
+        self.state = state
+        self.clock = clock
+        self.broker = broker
+        self.gate = gate
+        # The call sending the next slice, and whether a peer came while
+        # the catch-up ran (another one follows).
+        self._call: Optional[IDelayedCall] = None
+        self._again = False
+
+    def start(self) -> None:
         """
         A peer came: send every mirrored topic's channels (created, paused)
         and unfinished messages, each channel emptied first in the copies,
@@ -64,13 +78,14 @@ class CatchUp:
         acked.  What happens meanwhile is sent behind the catch-up, and
         ``sync`` producers publishing meanwhile wait for it.
         """
-        if self._catching_up:
+        state = self.state
+        if state.catching_up:
             # Under way: the new peer gets the rest of it, then another.
-            self._catch_up_again = True
+            self._again = True
             return
-        self.flush()
+        self.gate.flush()
         states = RecordBuilder()
-        queue = self._catch_up_queue
+        queue = state.catch_up_queue
         for topic in list(self.broker.topics.values()):
             if topic.mirror is None:
                 continue
@@ -91,23 +106,24 @@ class CatchUp:
             held, _ = topic_snapshot(topic, _ALL)
             if held:
                 queue.append((name, "", held))
-        self.catch_ups += 1
+        state.catch_ups += 1
         if states:
-            self._send(states)
-        self._catching_up = True
-        self._catch_up_pos = 0
-        self._continue_catch_up()
+            self.gate.send(states)
+        state.catching_up = True
+        state.catch_up_pos = 0
+        self._continue()
 
-    def _continue_catch_up(self) -> None:
+    def _continue(self) -> None:
         """Send the catch-up's next slice; once all is sent, what was kept behind it."""
-        self._catch_up_call = None
-        if not self._catching_up:
+        state = self.state
+        self._call = None
+        if not state.catching_up:
             return
-        queue = self._catch_up_queue
+        queue = state.catch_up_queue
         sent = 0
-        while queue and sent < CATCH_UP_SLICE and self.lag_bytes < CATCH_UP_WINDOW:
+        while queue and sent < CATCH_UP_SLICE and state.lag_bytes < CATCH_UP_WINDOW:
             topic, channel, messages = queue[0]
-            start = end = self._catch_up_pos
+            start = end = state.catch_up_pos
             size = 0
             count = len(messages)
             while end < count and size < FLUSH_SIZE:
@@ -115,45 +131,51 @@ class CatchUp:
                 end += 1
             builder = RecordBuilder()
             builder.add(OP_MESSAGES, topic, channel, messages[start:end])
-            self._send(builder)
+            self.gate.send(builder)
             sent += size
-            self.catch_up_messages += end - start
+            state.catch_up_messages += end - start
             if end >= count:
                 queue.popleft()
-                self._catch_up_pos = 0
+                state.catch_up_pos = 0
             else:
-                self._catch_up_pos = end
+                state.catch_up_pos = end
         if queue:
-            if self.lag_bytes < CATCH_UP_WINDOW:
-                self._catch_up_call = self.clock.callLater(0, self._continue_catch_up)
+            if state.lag_bytes < CATCH_UP_WINDOW:
+                self._call = self.clock.callLater(0, self._continue)
             # Else the acks that bring the lag down send the next slice.
             return
         # All sent: the records kept meanwhile follow, in order, and the
         # producers waiting for them wait for their acks.
-        self._catching_up = False
-        behind, self._behind = self._behind, []
-        self._behind_bytes = 0
+        state.catching_up = False
+        behind, state.behind = state.behind, []
+        state.behind_bytes = 0
         for builder in behind:
-            self._send(builder)
-        if not (self._catch_up_again and self.min_standbys):
-            waiting, self._waiting_behind = self._waiting_behind, []
-            target = self.seq
-            self._waiting.extend((target, conn) for conn in waiting)
+            self.gate.send(builder)
+        if not (self._again and state.min_standbys):
+            waiting, state.waiting_behind = state.waiting_behind, []
+            target = state.seq
+            state.waiting.extend((target, conn) for conn in waiting)
         # Else a peer came while this catch-up ran, and missed its start:
         # with --mirror-min-standbys those waiting wait for its own.
-        self._release()
-        if self._catch_up_again:
-            self._catch_up_again = False
-            self._catch_up()
+        self.gate.release()
+        if self._again:
+            self._again = False
+            self.start()
 
-    def _end_catch_up(self) -> None:
+    def acked(self) -> None:
+        """Acks came during the catch-up: its next slice goes once the lag is under the window."""
+        if self._call is None and self.state.lag_bytes < CATCH_UP_WINDOW:
+            self._call = self.clock.callLater(0, self._continue)
+
+    def end(self) -> None:
         """No peer left (or stopping): the catch-up under way is dropped."""
-        call, self._catch_up_call = self._catch_up_call, None
+        state = self.state
+        call, self._call = self._call, None
         if call is not None and call.active():
             call.cancel()
-        self._catch_up_queue.clear()
-        self._catch_up_pos = 0
-        self._catching_up = False
-        self._catch_up_again = False
-        self._behind = []
-        self._behind_bytes = 0
+        state.catch_up_queue.clear()
+        state.catch_up_pos = 0
+        state.catching_up = False
+        self._again = False
+        state.behind = []
+        state.behind_bytes = 0

@@ -1,15 +1,15 @@
-# -*- test-case-name: tests.test_cluster_mirror -*-
+# -*- test-case-name: tests.test_mirror_files,tests.test_cluster_mirror -*-
 """
-What the mirror keeps in ``--data-path`` (:mod:`txnsq.cluster.mirror`):
-this node's stable mirror id, and the topics named by ``POST
-/topic/mirror``.
+What the mirror (:class:`Mirror <txnsq.mirror.mirror.Mirror>`) keeps in
+``--data-path``: this node's stable mirror id, and the topics named by
+``POST /topic/mirror``.
 """
 
 from __future__ import annotations
 
 import os
 from base64 import b32encode
-from typing import Optional, Set
+from typing import Iterable, Optional, Set
 
 from twisted.logger import Logger
 
@@ -58,34 +58,38 @@ def load_node_id(data_path: str) -> str:
 
 class NamedTopicsFile:
     """
-    :class:`Mirror <txnsq.cluster.mirror.Mirror>`'s keeping of the topics named by
-    ``POST /topic/mirror`` in :attr:`named_file`, one a line.
+    The topics named by ``POST /topic/mirror``, kept in a file one a line
+    (``txnsq-mirror.topics`` in the data path), so that a restarted node
+    mirrors them again.
+
+    :param path: the file, or ``None``: nothing is kept.
     """
 
-    _log: Logger
-    named: Set[str]
-    named_file: Optional[str]
+    _log = Logger()
 
-    def _load_named(self) -> Set[str]:
-        """The topics ``POST /topic/mirror`` named before a restart."""
-        if not self.named_file:
+    def __init__(self, path: Optional[str]) -> None:
+        self.path = path
+
+    def load(self) -> Set[str]:
+        """The topics named before a restart (none when the file is missing or unreadable)."""
+        if not self.path:
             return set()
         try:
-            with open(self.named_file, encoding="ascii") as stream:
+            with open(self.path, encoding="ascii") as stream:
                 return {line.strip() for line in stream if line.strip()}
         except (OSError, UnicodeDecodeError):
             return set()
 
-    def _keep_named(self) -> None:
-        """Write the named topics (atomically); logged, not raised, when it fails."""
-        if not self.named_file:
+    def keep(self, names: Iterable[str]) -> None:
+        """Write ``names`` (atomically, sorted); logged, not raised, when it fails."""
+        if not self.path:
             return
-        data = "".join(name + "\n" for name in sorted(self.named)).encode("ascii")
+        data = "".join(name + "\n" for name in sorted(names)).encode("ascii")
         try:
-            write_file_atomically(self.named_file, data)
+            write_file_atomically(self.path, data)
         except OSError as error:
             self._log.warn(
                 "mirror: cannot keep the mirrored topics in {path}: {error}",
-                path=self.named_file,
+                path=self.path,
                 error=error,
             )

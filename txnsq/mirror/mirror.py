@@ -9,7 +9,7 @@ a random id of this process).  A peer whose INFO has no such field (a
 nats-server) is never sent the internal subjects.
 
 - The node where a message is published sends it, with FINs, REQs and
-  channel changes (:mod:`txnsq.nsqd.mirror`), to every mirroring peer:
+  channel changes (:mod:`txnsq.mirror.recorder`), to every mirroring peer:
   all records of one reactor turn in one payload on ``$NSQ.mirror.data``,
   numbered; the peer applies them to its :class:`StandbyCopy` of this node
   and acks the number on ``$NSQ.mirror.ack``.
@@ -28,7 +28,7 @@ nats-server) is never sent the internal subjects.
   ``--mirror-min-standbys=N`` (N > 0) asks for N live peers: with fewer,
   publishes to mirrored topics are refused before they are stored, and
   (``sync``) the producers waiting for acks are failed, not released
-  (:mod:`txnsq.cluster.mirror_gate`).
+  (:mod:`txnsq.mirror.gate`).
 - Heartbeats: every mirroring peer is sent an empty ``$NSQ.mirror.ping``
   every ``heartbeat`` seconds; a peer heard from (any mirror message) for
   none of the last ``silence`` seconds is treated as unrouted (its copy
@@ -46,39 +46,42 @@ nats-server) is never sent the internal subjects.
   a peer's exchange, or for ``--mirror-failover-timeout`` when no peer
   comes: a restarted primary does not deliver again what was taken over.
 
-:class:`Mirror` is composed of one part per concern, each in its module:
-the sending and ack gate (:mod:`txnsq.cluster.mirror_gate`), the catch-up
-(:mod:`txnsq.cluster.mirror_catch_up`), the fail-back exchange
-(:mod:`txnsq.cluster.mirror_exchange`), the heartbeat
-(:mod:`txnsq.cluster.mirror_heartbeat`), the takeover
-(:mod:`txnsq.cluster.mirror_failover`), the files kept in the data path
-(:mod:`txnsq.cluster.mirror_files`), the /stats figures
-(:mod:`txnsq.cluster.mirror_stats`); a peer is a
-:class:`MirrorPeer <txnsq.cluster.mirror_peer.MirrorPeer>`.  This module keeps the
-state they share, the life of it all, the choice of topics, the
-receiving, and the routes coming and going.
+:class:`Mirror` is composed of one part per concern, each in its module
+and each built from the :class:`MirrorState <txnsq.mirror.state.MirrorState>`
+they share plus the clock and the collaborators it needs: the sending
+and ack gate (:mod:`txnsq.mirror.gate`, which makes the recorder), the
+catch-up (:mod:`txnsq.mirror.catch_up`), the fail-back exchange
+(:mod:`txnsq.mirror.exchange`), the heartbeat
+(:mod:`txnsq.mirror.heartbeat`), the takeover
+(:mod:`txnsq.mirror.failover`), the named topics' file
+(:mod:`txnsq.mirror.files`), the /stats figures
+(:mod:`txnsq.mirror.stats`) and the journal
+(:mod:`txnsq.mirror.journal`); a peer is a
+:class:`MirrorPeer <txnsq.mirror.peer.MirrorPeer>`.  This module builds
+them and wires them together, and keeps the life of it all, the choice
+of topics, the receiving, and the routes coming and going.
 """
 
 from __future__ import annotations
 
 import re
-from collections import deque
-from typing import Any, Deque, Dict, List, Optional, Set, Tuple
+from typing import Any, Dict, Generic, List, Optional, Tuple, TypeVar
 
-from twisted.internet.task import LoopingCall
 from twisted.logger import Logger
 
-from txnsq.cluster.mirror_catch_up import CatchUp
-from txnsq.cluster.mirror_exchange import FailBack, Taken
-from txnsq.cluster.mirror_failover import Failover
-from txnsq.cluster.mirror_files import NamedTopicsFile, random_id
-from txnsq.cluster.mirror_gate import MAX_LAG_BYTES, AckGate, unconfirmed
-from txnsq.cluster.mirror_heartbeat import Heartbeat, heartbeat_of
-from txnsq.cluster.mirror_peer import ACCOUNT, MirrorPeer
-from txnsq.cluster.mirror_stats import MirrorStats
 from txnsq.cluster.route import RouteProtocol
+from txnsq.mirror.catch_up import CatchUp
+from txnsq.mirror.exchange import FailBack
+from txnsq.mirror.failover import Failover
+from txnsq.mirror.files import NamedTopicsFile, random_id
+from txnsq.mirror.gate import AckGate, unconfirmed
+from txnsq.mirror.heartbeat import Heartbeat, heartbeat_of
+from txnsq.mirror.peer import ACCOUNT, MirrorPeer
+from txnsq.mirror.recorder import CHANNEL_OPS
+from txnsq.mirror.standby import StandbyCopy
+from txnsq.mirror.state import MAX_LAG_BYTES, MirrorState, Taken
+from txnsq.mirror.stats import MirrorStats
 from txnsq.nsqd.broker import TopologyListener
-from txnsq.nsqd.mirror import CHANNEL_OPS, MirrorRecorder, StandbyCopy, holds_messages
 from txnsq.protocol.mirror import (
     SUBJECT_ACK,
     SUBJECT_DATA,
@@ -96,10 +99,24 @@ __all__ = ["Mirror", "MirrorPeer"]
 #: The INFO field txnsq peers mirror through.
 INFO_FIELD = "txnsq_mirror"
 
+_T = TypeVar("_T")
 
-class Mirror(
-    CatchUp, AckGate, FailBack, Heartbeat, Failover, NamedTopicsFile, MirrorStats, TopologyListener
-):
+
+class _Shared(Generic[_T]):
+    """A :class:`Mirror` attribute that is its :class:`MirrorState`'s, read and set there."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, mirror: Mirror, owner: Optional[type] = None) -> _T:
+        value: _T = getattr(mirror.state, self.name)
+        return value
+
+    def __set__(self, mirror: Mirror, value: _T) -> None:
+        setattr(mirror.state, self.name, value)
+
+
+class Mirror(TopologyListener):
     """
     One node's mirroring: what it sends its peers, the copies it keeps of
     theirs, and failover.
@@ -108,21 +125,59 @@ class Mirror(
     :param node: the route node.
     :param clock: ``IReactorTime``.
     :param node_id: this node's stable mirror id
-        (:func:`load_node_id <txnsq.cluster.mirror_files.load_node_id>`).
+        (:func:`load_node_id <txnsq.mirror.files.load_node_id>`).
     :param topics: regular expression of mirrored topic names (empty: only
         those named by :meth:`mirror_topic`).
     :param ack: ``"sync"`` or ``"async"``.
     :param failover_timeout: seconds a peer may be unrouted before its copy
         is delivered here.
+    :param max_lag_bytes: unacked bytes past which ``async`` producers wait.
+    :param journal: where the copies are kept across restarts (a
+        :class:`CopyJournal <txnsq.mirror.journal.CopyJournal>`), or ``None``.
+    :param named_file: where the topics of ``POST /topic/mirror`` are kept,
+        or ``None``.
+    :param heartbeat: ``(ping interval, silence limit)`` in seconds
+        (default: :func:`heartbeat_of <txnsq.mirror.heartbeat.heartbeat_of>`
+        the failover timeout; ``(0, 0)``: none).
     :param min_standbys: live peers a publish to a mirrored topic needs
         (``--mirror-min-standbys``; 0: none).
 
-    :ivar seq: the number of the last payload sent.
-    :ivar copies: the copies kept, by the peer's node id.
-    :ivar taken_over: failovers done: dicts for /stats.
+    :ivar state: what the parts share.
+    :ivar recorder: what the mirrored topics record (made by the gate).
+    :ivar ack_gate: the sending, and producers waiting for acks.
+    :ivar catch_up: the catch-up of a peer that comes.
+    :ivar fail_back: the fail-back exchange, and the hold at start.
+    :ivar failover: the takeover of lost peers' copies.
+    :ivar heartbeats: the pings, and silent peers.
+    :ivar topics_file: the file of the topics named by ``POST /topic/mirror``.
+    :ivar figures: the mirror's part of /stats.
+
+    The settings and counts of the state that the service and the tests
+    read (``seq``, ``copies``, ``sync``, ...) are also attributes of the
+    mirror, read and set in the state.
     """
 
     _log = Logger()
+
+    node_id: _Shared[str] = _Shared()
+    epoch: _Shared[str] = _Shared()
+    sync: _Shared[bool] = _Shared()
+    max_lag_bytes: _Shared[int] = _Shared()
+    min_standbys: _Shared[int] = _Shared()
+    peers: _Shared[Dict[str, MirrorPeer]] = _Shared()
+    seq: _Shared[int] = _Shared()
+    lag_bytes: _Shared[int] = _Shared()
+    batches_sent: _Shared[int] = _Shared()
+    catch_ups: _Shared[int] = _Shared()
+    catch_up_messages: _Shared[int] = _Shared()
+    silences: _Shared[int] = _Shared()
+    copies: _Shared[Dict[str, StandbyCopy]] = _Shared()
+    kept: _Shared[Dict[str, StandbyCopy]] = _Shared()
+    taken_over: _Shared[List[Dict[str, Any]]] = _Shared()
+    taken_ids: _Shared[Dict[str, List[Tuple[str, Taken]]]] = _Shared()
+    exchanges_answered: _Shared[int] = _Shared()
+    dropped_taken: _Shared[int] = _Shared()
+    dropped_finished_apart: _Shared[int] = _Shared()
 
     def __init__(
         self,
@@ -142,129 +197,55 @@ class Mirror(
         self.broker = broker
         self.node = node
         self.clock = clock
-        self.node_id = node_id
-        self.epoch = random_id()
-        self._pattern = re.compile(topics) if topics else None
-        self.named: Set[str] = set()
-        #: Where ``POST /topic/mirror``'s topics are kept (one a line), or None.
-        self.named_file = named_file
-        #: (ping interval, silence limit) in seconds; (0, 0): no heartbeat.
-        self.heartbeat = heartbeat if heartbeat is not None else heartbeat_of(failover_timeout)
-        self._beats: Optional[LoopingCall] = None
-        #: Route server ids of peers silent past the limit (routed still).
-        self._silenced: Dict[str, RouteProtocol] = {}
-        self.silences = 0
-        self.sync = ack == "sync"
-        self.failover_timeout = failover_timeout
-        self.max_lag_bytes = max_lag_bytes
-        self.min_standbys = min_standbys
-        self.recorder = MirrorRecorder(self._schedule, self.flush)
-        self.peers: Dict[str, MirrorPeer] = {}
-        self.seq = 0
-        self.copies: Dict[str, StandbyCopy] = {}
-        self.taken_over: List[Dict[str, Any]] = []
-        self.batches_sent = 0
-        self.bytes_sent = 0
-        self.batches_applied = 0
-        self.decode_errors = 0
-        self.producers_held = 0
-        #: Producers failed (``--mirror-min-standbys``): stored here, not
-        #: confirmed by enough standbys.
-        self.producers_failed = 0
-        #: Messages sent to peers as they came (catch-up), and catch-ups
-        #: run (each of every mirrored channel, in slices).
-        self.catch_up_messages = 0
-        self.catch_ups = 0
-        self._flush_call: Any = None
-        # The catch-up under way: (topic, channel, messages) still to send
-        # (from the first one's ``_catch_up_pos``), the records gathered
-        # meanwhile (sent behind it, in order), the producers waiting for
-        # those, the call sending the next slice, and whether a peer came
-        # while it ran (another catch-up follows).
-        self._catch_up_queue: Deque[Tuple[str, str, List[bytes]]] = deque()
-        self._catch_up_pos = 0
-        self._catching_up = False
-        self._behind: List[RecordBuilder] = []
-        self._behind_bytes = 0
-        self._waiting_behind: List[Any] = []
-        self._catch_up_call: Any = None
-        self._catch_up_again = False
-        # (seq, size) of payloads some peer has not acked, oldest first.
-        self._unacked: List[Tuple[int, int]] = []
-        self.lag_bytes = 0
-        self._waiting: List[Tuple[int, Any]] = []
-        self._timers: Dict[str, Any] = {}
-        self.lost: Set[str] = set()
-        self.kept: Dict[str, StandbyCopy] = {}
-        self._drops: Dict[str, Any] = {}
-        # The peer (node id) each route's server is, while routed.
-        self._down_since: Dict[str, float] = {}
-        self._head_cache: Dict[int, bytes] = {}
-        self._known_topics: Dict[str, int] = {}
-        self._mirrored: Dict[str, bool] = {}
-        #: Where copies are kept across restarts (a CopyJournal), or None.
         self.journal = journal
-        #: Per peer node id: (its epoch, the ids taken over) of each
-        #: takeover not yet applied by that node in an exchange.
-        self.taken_ids: Dict[str, List[Tuple[str, Taken]]] = {}
-        #: Per route server id: the finished-apart ids gathered while its
-        #: exchange list comes in.
-        self._apart: Dict[str, Taken] = {}
-        #: Fail-back exchanges applied (received) and answered to us.
-        self.exchanges_applied = 0
-        self.exchanges_answered = 0
-        #: Messages dropped here because a peer took them over, and
-        #: messages dropped here because the peer finished them apart.
-        self.dropped_taken = 0
-        self.dropped_finished_apart = 0
-        #: Channels whose delivery waits for the first exchange (at start).
-        self._holding: List[Any] = []
-        self._holding_topics: Set[str] = set()
-        self._hold_timer: Any = None
+        self.state = state = MirrorState(
+            node_id,
+            random_id(),
+            sync=ack == "sync",
+            failover_timeout=failover_timeout,
+            max_lag_bytes=max_lag_bytes,
+            min_standbys=min_standbys,
+            heartbeat=heartbeat if heartbeat is not None else heartbeat_of(failover_timeout),
+        )
+        self.ack_gate = AckGate(state, clock, self._acked)
+        self.recorder = self.ack_gate.recorder
+        self.catch_up = CatchUp(state, clock, broker, self.ack_gate)
+        self.fail_back = FailBack(state, clock, broker, self.recorder)
+        self.failover = Failover(state, clock, broker, journal)
+        self.heartbeats = Heartbeat(state, clock, self.route_down)
+        self.topics_file = NamedTopicsFile(named_file)
+        self.figures = MirrorStats(state, broker, clock, self.recorder)
+        self._pattern = re.compile(topics) if topics else None
+        # Whether each topic name is mirrored (asked per bridged publish).
+        self._mirrored: Dict[str, bool] = {}
+        # Per peer node id: the topics its copy held when last counted.
+        self._known_topics: Dict[str, int] = {}
 
     # -- life --------------------------------------------------------------------
 
     def start(self) -> None:
         """Hook into the broker and the route node; mark the existing topics."""
-        self.named |= self._load_named()
-        if self.heartbeat[0] > 0:
-            self._beats = LoopingCall(self._beat)
-            self._beats.clock = self.clock
-            self._beats.start(self.heartbeat[0], now=False)
-        self.node.info_extra[INFO_FIELD] = {"id": self.node_id, "epoch": self.epoch}
+        state = self.state
+        state.named |= self.topics_file.load()
+        self.heartbeats.start()
+        self.node.info_extra[INFO_FIELD] = {"id": state.node_id, "epoch": state.epoch}
         self.node.observers.append(self)
         self.node.internal_handler = self._internal
         self.broker.add_listener(self)
-        self.broker.mirror_gate = self.gate
+        self.broker.mirror_gate = self.ack_gate.gate
         # With --mirror-min-standbys, refusing until enough peers come.
-        self._standbys_changed()
+        self.ack_gate.standbys_changed()
         for topic in list(self.broker.topics.values()):
             self.topic_created(topic)
-        for topic in list(self.broker.topics.values()):
-            if topic.mirror is not None and holds_messages(topic):
-                # Kept from before a restart: a peer may have taken these
-                # over meanwhile; not delivered before its exchange says.
-                self._holding_topics.add(topic.name)
-                for channel in list(topic.channels.values()):
-                    self._hold(channel)
-        if self._holding_topics:
-            self._hold_timer = self.clock.callLater(
-                self.failover_timeout, self._release_hold, "no peer"
-            )
-            self._log.info(
-                "mirror: delivery of {topics} held until a peer's exchange "
-                "(at most {timeout}s)",
-                topics=sorted(self._holding_topics),
-                timeout=self.failover_timeout,
-            )
+        # Kept from before a restart: a peer may have taken these over
+        # meanwhile; not delivered before its exchange says.
+        self.fail_back.hold_at_start()
         if self.journal is not None:
             for copy in self.journal.load():
                 # Kept from before a restart: delivered if its node does
                 # not come back within the timeout.
-                self.copies[copy.node_id] = copy
-                self._timers[copy.node_id] = self.clock.callLater(
-                    self.failover_timeout, self._failover, copy.node_id
-                )
+                state.copies[copy.node_id] = copy
+                self.failover.schedule(copy.node_id)
                 self._log.info(
                     "mirror: kept copy of {peer}: {count} messages",
                     peer=copy.node_id,
@@ -278,27 +259,48 @@ class Mirror(
         self.node.internal_handler = None
         self.broker.remove_listener(self)
         self.broker.mirror_gate = None
-        for call in self._timers.values():
-            if call.active():
-                call.cancel()
-        self._timers.clear()
-        for call in self._drops.values():
-            if call.active():
-                call.cancel()
-        self._drops.clear()
+        self.failover.stop()
         if self.journal is not None:
             self.journal.close()
-        self._release_hold("stopping")
-        beats, self._beats = self._beats, None
-        if beats is not None and beats.running:
-            beats.stop()
-        call, self._flush_call = self._flush_call, None
-        if call is not None and call.active():
-            call.cancel()
-        self._end_catch_up()
-        if self.min_standbys and self.sync:
-            self._fail_all(unconfirmed("mirror: stopping"))
-        self._release_all()
+        self.fail_back.release_hold("stopping")
+        self.heartbeats.stop()
+        self.ack_gate.stop()
+        self.catch_up.end()
+        if self.state.min_standbys and self.state.sync:
+            self.ack_gate.fail_all(unconfirmed("mirror: stopping"))
+        self.ack_gate.release_all()
+
+    # -- the gate -------------------------------------------------------------------
+
+    def gate(self, connection: Any) -> bool:
+        """
+        True when ``connection``'s output must wait for the peers' acks
+        (:meth:`AckGate.gate <txnsq.mirror.gate.AckGate.gate>`, which the
+        broker asks directly).
+        """
+        return self.ack_gate.gate(connection)
+
+    def flush(self) -> None:
+        """Send the records gathered now, rather than at the turn's end."""
+        self.ack_gate.flush()
+
+    def _acked(self) -> None:
+        # Acks freed payloads during a catch-up: its next slice may go.
+        self.catch_up.acked()
+
+    # -- /stats ------------------------------------------------------------------
+
+    def topic_role(self, topic: Any) -> Optional[Dict[str, Any]]:
+        """A mirrored topic's marking in /stats, or ``None`` when not mirrored."""
+        return self.figures.topic_role(topic)
+
+    def stats(self) -> Dict[str, Any]:
+        """The ``mirror`` part of the cluster section of /stats."""
+        return self.figures.stats()
+
+    def taker_of(self, node_id: str) -> str:
+        """The node that takes over ``node_id``'s copy (see :mod:`txnsq.mirror.failover`)."""
+        return self.failover.taker_of(node_id)
 
     # -- which topics ------------------------------------------------------------
 
@@ -307,7 +309,7 @@ class Mirror(
         found = self._mirrored.get(name)
         if found is None:
             pattern = self._pattern
-            found = name in self.named or (
+            found = name in self.state.named or (
                 pattern is not None and pattern.search(name) is not None
             )
             if len(self._mirrored) > 65536:
@@ -321,12 +323,13 @@ class Mirror(
 
         :raises ValueError: not a valid topic name, or an ephemeral one.
         """
+        state = self.state
         if name.endswith("#ephemeral"):
             raise ValueError("an ephemeral topic cannot be mirrored")
         topic = self.broker.get_topic(name)
-        if name not in self.named:
-            self.named.add(name)
-            self._keep_named()
+        if name not in state.named:
+            state.named.add(name)
+            self.topics_file.keep(state.named)
         self._mirrored.pop(name, None)
         self.topic_created(topic)
 
@@ -339,8 +342,7 @@ class Mirror(
 
     def channel_created(self, topic: Any, channel: Any) -> None:
         """Peers create the channel in their copy."""
-        if topic.name in self._holding_topics:
-            self._hold(channel)
+        self.fail_back.channel_created(topic, channel)
         if topic.mirror is not None and not channel.ephemeral:
             self.recorder.channel_changed(CHANNEL_OPS["create"], topic.name, channel.name)
 
@@ -352,23 +354,24 @@ class Mirror(
     # -- receiving ----------------------------------------------------------------
 
     def _internal(self, route: RouteProtocol, batch: RouteMessages) -> int:
+        state = self.state
         count = len(batch.payloads)
-        peer = self.peers.get(route.server_id or "")
+        peer = state.peers.get(route.server_id or "")
         if peer is None:
-            if self._silenced.get(route.server_id or "") is route:
+            if state.silenced.get(route.server_id or "") is route:
                 # Silent for a while, and heard again: routed anew.
                 self._log.info("mirror: silent peer heard again")
                 self.route_up(route)
-                peer = self.peers.get(route.server_id or "")
+                peer = state.peers.get(route.server_id or "")
             if peer is None:
                 # Not a mirroring peer (or not yet): nothing to do with it.
                 return count
         peer.heard = self.clock.seconds()
         if batch.subject == SUBJECT_DATA:
-            copy = self.copies.get(peer.node_id)
+            copy = state.copies.get(peer.node_id)
             journal = self.journal
             if copy is None or copy.epoch != peer.epoch:
-                copy = self.copies[peer.node_id] = StandbyCopy(peer.node_id, peer.epoch)
+                copy = state.copies[peer.node_id] = StandbyCopy(peer.node_id, peer.epoch)
                 if journal is not None:
                     journal.started(copy)
             last = 0
@@ -376,7 +379,7 @@ class Mirror(
                 try:
                     seq, records = decode_records(payload, packed=True)
                 except MirrorDecodeError as error:
-                    self.decode_errors += 1
+                    state.decode_errors += 1
                     self._log.warn(
                         "mirror: bad payload from {peer}: {error}", peer=peer.node_id, error=error
                     )
@@ -387,7 +390,7 @@ class Mirror(
                     journal.applied(
                         copy, payload, sum(len(items) for _, _, _, items in records) or 1, now
                     )
-                self.batches_applied += 1
+                state.batches_applied += 1
                 last = seq
             topics = self.broker.topics
             if len(copy.topics) != self._known_topics.get(peer.node_id, 0):
@@ -406,69 +409,68 @@ class Mirror(
                 try:
                     seq = decode_ack(payload)
                 except MirrorDecodeError:
-                    self.decode_errors += 1
+                    state.decode_errors += 1
                     continue
                 if seq > peer.acked:
                     peer.acked = seq
-            self._release()
+            self.ack_gate.release()
         elif batch.subject == SUBJECT_EXCHANGE:
             for payload in batch.payloads:
                 try:
                     _, records = decode_records(payload)
                 except MirrorDecodeError as error:
-                    self.decode_errors += 1
+                    state.decode_errors += 1
                     self._log.warn(
                         "mirror: bad exchange from {peer}: {error}", peer=peer.node_id, error=error
                     )
                     continue
-                self._exchange_received(peer, records)
+                self.fail_back.received(peer, records)
         return count
 
     # -- routes -------------------------------------------------------------------
 
     def route_up(self, route: RouteProtocol) -> None:
         """A server's route is up (or another connection to it took over)."""
+        state = self.state
         fields = route.peer_info.get(INFO_FIELD)
         if not isinstance(fields, dict):
             return
         node_id = str(fields.get("id", ""))
         epoch = str(fields.get("epoch", ""))
-        if not node_id or node_id == self.node_id:
+        if not node_id or node_id == state.node_id:
             return
         server_id = route.server_id or ""
-        self._silenced.pop(server_id, None)
-        existing = self.peers.get(server_id)
+        state.silenced.pop(server_id, None)
+        existing = state.peers.get(server_id)
         if existing is not None:
             existing.route = route
             return
         peer = MirrorPeer(route, node_id, epoch, self.clock.seconds())
         # Payloads sent before it was routed are none of its business.
-        peer.acked = self.seq
-        self.peers[server_id] = peer
+        peer.acked = state.seq
+        state.peers[server_id] = peer
         self.recorder.live = True
-        timer = self._timers.pop(node_id, None)
-        if timer is not None and timer.active():
-            timer.cancel()
-        self._down_since.pop(node_id, None)
-        self.lost.discard(node_id)
-        if self.min_standbys and self.sync and self._waiting:
+        self.failover.cancel(node_id)
+        state.down_since.pop(node_id, None)
+        state.lost.discard(node_id)
+        if state.min_standbys and state.sync and state.waiting:
             # Those waiting count this peer only once it holds their
             # messages: once it has applied the catch-up that brings them.
-            self._waiting_behind.extend(conn for _, conn in self._waiting)
-            self._waiting = []
-        self._standbys_changed()
-        self._catch_up()
-        copy = self.copies.get(node_id)
+            state.waiting_behind.extend(conn for _, conn in state.waiting)
+            state.waiting = []
+        self.ack_gate.standbys_changed()
+        self.catch_up.start()
+        copy = state.copies.get(node_id)
         if copy is not None and copy.epoch != epoch:
             # The peer was restarted: what it held in memory is gone, and
             # what it kept is its taker's to deliver from now on.
-            self._fail_over(node_id, "restarted")
-        kept = self.kept.get(node_id)
-        if kept is not None and kept.epoch == epoch and node_id not in self.copies:
+            self.failover.fail_over(node_id, "restarted")
+        kept = state.kept.get(node_id)
+        if kept is not None and kept.epoch == epoch and node_id not in state.copies:
             # Back in the same process: the copy kept aside is live again.
-            self.copies[node_id] = self.kept.pop(node_id)
-        self._reassess("restarted")
-        for done in self.taken_over:
+            state.copies[node_id] = state.kept.pop(node_id)
+        self.failover.reassess("restarted")
+        for done in state.taken_over:
             if done["node_id"] == node_id and done["epoch"] == epoch and not done["split_brain"]:
                 done["split_brain"] = True
                 self._log.warn(
@@ -477,38 +479,36 @@ class Mirror(
                     "down, both alive); exchanging what each finished",
                     peer=node_id,
                 )
-        self._exchange_list(peer)
+        self.fail_back.send_list(peer)
         self._log.info("mirror: peer {peer} up", peer=node_id)
 
     def route_down(self, server_id: str) -> None:
         """A server has no route left: it is lost, and its copy fails over, after the timeout."""
-        self._silenced.pop(server_id, None)
-        peer = self.peers.pop(server_id, None)
+        state = self.state
+        state.silenced.pop(server_id, None)
+        peer = state.peers.pop(server_id, None)
         if peer is None:
             return
-        if not self.peers:
+        if not state.peers:
             self.recorder.live = False
-            self._unacked = []
-            self.lag_bytes = 0
+            state.unacked = []
+            state.lag_bytes = 0
             # Records gathered for no one (async mode keeps a turn's
             # while a payload is unacked): a peer routed later is caught
             # up from the queues instead.
             self.recorder.builder = RecordBuilder()
-            self._end_catch_up()
+            self.catch_up.end()
         # Too few left for --mirror-min-standbys: those waiting fail.
-        self._standbys_changed()
-        self._release()
-        if not self.peers:
-            self._release_all()
+        self.ack_gate.standbys_changed()
+        self.ack_gate.release()
+        if not state.peers:
+            self.ack_gate.release_all()
         node_id = peer.node_id
-        self._down_since[node_id] = self.clock.seconds()
-        if node_id not in self._timers:
-            # Also without a copy: once lost, it is no longer a taker.
-            self._timers[node_id] = self.clock.callLater(
-                self.failover_timeout, self._failover, node_id
-            )
+        state.down_since[node_id] = self.clock.seconds()
+        # Also without a copy: once lost, it is no longer a taker.
+        self.failover.schedule(node_id)
         self._log.info(
             "mirror: peer {peer} down; failover in {timeout}s",
             peer=node_id,
-            timeout=self.failover_timeout,
+            timeout=state.failover_timeout,
         )

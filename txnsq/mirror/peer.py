@@ -1,6 +1,6 @@
 # -*- test-case-name: tests.test_cluster_mirror -*-
 """
-A mirroring txnsq peer routed now (:mod:`txnsq.cluster.mirror`), and the
+A mirroring txnsq peer routed now (:mod:`txnsq.mirror.mirror`), and the
 account the mirror's internal subjects travel in.
 """
 
