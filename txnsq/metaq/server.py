@@ -137,7 +137,7 @@ class MetaqFactory(Factory):
     :param mirror_gate: ``gate(topic, waiter)`` asked after each ``put``:
         True when its reply waits for ``waiter.mirror_release()`` or
         ``waiter.mirror_fail(reason)``
-        (:meth:`~txnsq.metaq.backend.BrokerMetaqBackend.mirror_gate`);
+        (:meth:`mirror_gate <txnsq.metaq.backend.BrokerMetaqBackend.mirror_gate>`);
         None: replies never wait.
     :ivar connections: the open connections.
     """
