@@ -15,25 +15,12 @@ from twisted.trial.unittest import SynchronousTestCase
 
 from tests.cluster_fakes import FakeDials, dialed_route, written
 from tests.core_fakes import START, FakeConsumer, decode, make_broker
+from tests.mirror_fakes import FakeConnection
 from txnsq.mirror.mirror import INFO_FIELD, Mirror
 from txnsq.mirror.files import load_node_id
 from txnsq.cluster.node import RouteNode
 from txnsq.cluster.route import RouteProtocol
 from txnsq.protocol.nats_route import RouteMessage
-
-
-class FakeConnection:
-    """A V2 connection as the mirror gate sees it."""
-
-    def __init__(self) -> None:
-        self.released = 0
-        self.failed: List[str] = []
-
-    def mirror_release(self) -> None:
-        self.released += 1
-
-    def mirror_fail(self, reason: str) -> None:
-        self.failed.append(reason)
 
 
 class Side:
