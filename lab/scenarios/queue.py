@@ -10,6 +10,7 @@ import time
 from typing import Any, Callable, List, Optional
 
 from lab.errors import LabError
+from lab.disk_nemeses import PowerLoss, under_power_loss
 from lab.nemesis import HostLoss, Nemesis, Partition, ProcessFault
 from lab.net import Host
 from lab.queue_workload import QueueWorkload, failover_seconds
@@ -295,6 +296,19 @@ register(MirroredQueue(
 register(MirroredQueue(
     "queue-zombie-primary", "SIGSTOP the first nsqd for 3T (a zombie primary), then SIGCONT",
     ["process:sigstop"], _signal("pause")))
+def _primary_under_power_loss(context: Any, nodes: List[NsqdNode]) -> None:
+    # n1's writes journaled from its first start, so its power can be cut.
+    context.power_journal = under_power_loss(context.world, nodes[0])
+
+
+def _power_loss_primary(context: Any, nodes: List[NsqdNode]) -> List[tuple]:
+    return [(0.0, PowerLoss(context.world, context.history, nodes[0], context.power_journal))]
+
+
+register(MirroredQueue(
+    "queue-power-loss-primary",
+    "the first nsqd (on disk, --mem-queue-size=0, default --sync-every) loses power under load; its standbys have what it acknowledged",
+    ["power-loss"], _power_loss_primary, prepare=_primary_under_power_loss, extra=["--mem-queue-size=0"]))
 register(MirroredQueue(
     "queue-host-loss", "the first nsqd's host lost (SIGKILL, data gone); it comes back empty",
     ["host-loss"], _host_loss))
