@@ -48,7 +48,7 @@ class FakeBroker:
     def __init__(self, partitions: List[bytes], first: Optional[List[int]] = None) -> None:
         self.data = partitions
         self.first = first or [0] * len(partitions)
-        self._closed = False
+        self.closed = False
         self.starts = [self._starts(p) for p in range(len(partitions))]
 
     def _starts(self, partition: int) -> List[int]:
@@ -91,7 +91,7 @@ class FakeBroker:
         return self.data[partition][offset - first : stop - first]
 
     def close(self) -> None:
-        self._closed = True
+        self.closed = True
 
 
 def _records(count: int, ms: int = 1_795_000_000_000, size: int = 10) -> bytes:
@@ -202,7 +202,7 @@ class OffsetPlanningTests(SynchronousTestCase):
         self.assertEqual([r["offset"] for r in rows], list(range(30, 270, 30)))
         self.assertEqual([r["body"] for r in rows], [b"%010d" % i for i in range(1, 9)])
         self.assertEqual(len(batches), 3)
-        self.assertTrue(broker._closed)
+        self.assertTrue(broker.closed)
 
     def test_read_data_loss(self) -> None:
         """Records deleted before a range is read fail naming the partition and earliest offset, or are skipped."""
@@ -359,8 +359,14 @@ class OffsetBatchReadTests(_OffsetSparkCase):
             byte = f.read(1)
             f.seek(2 * 30 + 25)
             f.write(bytes([byte[0] ^ 0xFF]))
+        # nsqd checks every record before serving it: the damaged one is
+        # never sent, and the source names the range it cannot read.
         text = self.error_text(lambda: self.read().collect())
-        self.assertIn("nsq source: topic %s partition 1: checksum mismatch at offset 60" % (self.topic,), text)
+        self.assertIn(
+            "nsq source: topic %s partition 1: reading offset 60 was deleted by retention"
+            " (or set aside as damaged); the earliest valid offset is 90" % (self.topic,),
+            text,
+        )
 
     def test_channel_mode_kept(self) -> None:
         """Without offset options and with only nsqd TCP addresses, a retained topic is read through a channel."""
