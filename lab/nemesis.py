@@ -14,11 +14,11 @@ time into the round's history.
 from __future__ import annotations
 
 import signal
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from lab.history import History
 from lab.net import Host
-from lab.world import ROUTE_PORT, NsqdNode, World
+from lab.world import NSQD_TCP, ROUTE_PORT, NsqdNode, World
 
 __all__ = ["HostLoss", "Nemesis", "Partition", "ProcessFault"]
 
@@ -183,12 +183,40 @@ class ProcessFault(Nemesis):
 
 
 class HostLoss(ProcessFault):
-    """The host is lost: nsqd SIGKILLed and its data path gone; it comes back empty."""
+    """
+    The host is lost: nsqd SIGKILLed and its data path gone; it comes back
+    empty.
+
+    :param prepare: run on the new, empty nsqd before clients may reach
+        its TCP port (an operator re-creating the topics and channels of a
+        replaced host): a channel made after a publish never gets it, so
+        without this a channel whose consumer comes later would miss what
+        the new nsqd took first.  HTTP stays open meanwhile.
+    """
 
     name = "host-loss"
 
-    def __init__(self, world: World, history: History, node: NsqdNode) -> None:
+    def __init__(
+        self,
+        world: World,
+        history: History,
+        node: NsqdNode,
+        prepare: Optional[Callable[[NsqdNode], None]] = None,
+    ) -> None:
         super().__init__(world, history, node, "kill")
+        self.prepare = prepare
 
     def _after_start(self) -> None:
         self.node.wipe()
+
+    def _stop(self) -> None:
+        if self.prepare is None:
+            self.node.start()
+            return
+        rule = ["INPUT", "-p", "tcp", "--dport", str(NSQD_TCP), "-j", "DROP"]
+        self.world.iptables(self.node.host, "-I", *rule)
+        try:
+            self.node.start()
+            self.prepare(self.node)
+        finally:
+            self.world.iptables(self.node.host, "-D", *rule)

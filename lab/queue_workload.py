@@ -55,12 +55,16 @@ class QueueWorkload:
     def create(self) -> None:
         """The topic and its channels on every nsqd, before any publish (so every channel gets all)."""
         for node in self.nodes:
-            for path in ["/topic/create?topic=%s" % self.topic] + [
-                "/channel/create?topic=%s&channel=%s" % (self.topic, c) for c in self.channels
-            ]:
-                status, text = self.world.http(self.client, "POST", "http://%s%s" % (node.http, path))
-                if status != 200:
-                    raise LabError("%s on %s: %s %s" % (path, node.name, status, text[:200]))
+            self.create_on(node)
+
+    def create_on(self, node: NsqdNode) -> None:
+        """The topic and its channels on ``node`` (also a replaced, empty one)."""
+        for path in ["/topic/create?topic=%s" % self.topic] + [
+            "/channel/create?topic=%s&channel=%s" % (self.topic, c) for c in self.channels
+        ]:
+            status, text = self.world.http(self.client, "POST", "http://%s%s" % (node.http, path))
+            if status != 200:
+                raise LabError("%s on %s: %s %s" % (path, node.name, status, text[:200]))
 
     def start_consumers(self, channels: Optional[List[str]] = None, extra: Optional[List[str]] = None) -> None:
         """

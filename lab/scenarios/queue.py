@@ -161,6 +161,9 @@ class MirroredQueue(Scenario):
         t0 = time.time()
         targets = nodes if self.producer_mode == "failover" else nodes[:1] + nodes[1:]
         workload.start_producer("p1", duration, rate, mode=self.producer_mode, batch=self.batch, nodes=targets)
+        # A plan's nemeses may re-create the topic and channels on a node
+        # that comes back empty (HostLoss).
+        context.queue_workload = workload
         steps = self.plan(context, nodes)
         context.sleep_until(t0, warmup)
         fault_at = time.time()
@@ -235,7 +238,7 @@ def _route_cut_then_host_loss(context: Any, nodes: List[NsqdNode]) -> List[tuple
     world, history = context.world, context.history
     return [
         (0.0, Partition.route(world, history, nodes[0].host, nodes[1].host), 4.5),
-        (4.0, HostLoss(world, history, nodes[0])),
+        (4.0, HostLoss(world, history, nodes[0], prepare=context.queue_workload.create_on)),
     ]
 
 
@@ -259,7 +262,7 @@ def _signal(how: str) -> FaultPlan:
 
 
 def _host_loss(context: Any, nodes: List[NsqdNode]) -> List[tuple]:
-    return [(0.0, HostLoss(context.world, context.history, nodes[0]))]
+    return [(0.0, HostLoss(context.world, context.history, nodes[0], prepare=context.queue_workload.create_on))]
 
 
 register(MirroredQueue(
