@@ -18,10 +18,11 @@ machine: CPUs, Python, kernel, and both nsqd's ``--version`` (txnsq's
 says whether its hot path is compiled).
 
 Run by hand; not part of the test suite, and nothing in the project needs
-Go: the Go binaries come from ``--go-bin``::
+Go: ``--go-bin DIR`` names a folder holding Go NSQ v1.3's ``nsqd``,
+``bench_writer`` and ``bench_reader`` (built from nsqio/nsq)::
 
-    python bench/system/compare_go.py --go-bin ../shared/go-nsq
-    python bench/system/compare_go.py --go-bin ../shared/go-nsq --rounds 1 --runfor 3s
+    python bench/system/compare_go.py --go-bin DIR
+    python bench/system/compare_go.py --go-bin DIR --rounds 1 --runfor 3s
     python bench/system/compare_go.py --go-bin DIR --memq 1000000 --gomaxprocs 1
     python bench/system/compare_go.py --go-bin DIR --txnsq-cmd 'pypy-venv/bin/nsqd'
 
