@@ -5,11 +5,6 @@ issue 30): no class has more than two bases of our own, and no class
 redeclares, in an ``if TYPE_CHECKING:`` block of its body, the
 attributes and methods a host class is meant to provide.
 
-The mirror's classes, counted apart in :data:`_MIRROR_PENDING` while
-mirroring moved into txnsq/mirror/, are composed now: the group is
-empty and must stay so.  An entry that no longer
-matches fails the test.
-
 The source is read, not executed.
 """
 
@@ -28,11 +23,6 @@ _ROOT = os.path.dirname(_PACKAGE_DIR)
 
 #: The most bases of our own a class may have.
 MAX_OWN_BASES = 2
-
-#: ``"path:class"`` -> what is wrong, for the mirror's classes, counted
-#: apart while mirroring moved into txnsq/mirror/: none are left.
-_MIRROR_PENDING: Dict[str, str] = {}
-
 
 def _sources() -> Iterator[Tuple[str, ast.Module]]:
     """Every module of txnsq: its path from the repository root, its tree."""
@@ -112,25 +102,13 @@ class MixinTests(SynchronousTestCase):
         wrong = {
             key: bases
             for key, bases in own_bases().items()
-            if len(bases) > MAX_OWN_BASES and key not in _MIRROR_PENDING
+            if len(bases) > MAX_OWN_BASES
         }
         self.assertEqual(wrong, {})
 
     def test_no_host_redeclared(self) -> None:
-        """No class declares its host's attributes in an ``if TYPE_CHECKING:`` block (the mirror's pending ones aside)."""
-        wrong = {key: names for key, names in host_declarations().items() if key not in _MIRROR_PENDING}
-        self.assertEqual(wrong, {})
-
-    def test_no_stale_pending(self) -> None:
-        """Every pending entry still has too many bases or redeclares a host (the list only shrinks)."""
-        bases = own_bases()
-        declarations = host_declarations()
-        stale = [
-            key
-            for key in _MIRROR_PENDING
-            if len(bases.get(key, [])) <= MAX_OWN_BASES and key not in declarations
-        ]
-        self.assertEqual(stale, [])
+        """No class declares its host's attributes in an ``if TYPE_CHECKING:`` block."""
+        self.assertEqual(host_declarations(), {})
 
     def test_sees_bases(self) -> None:
         """The walk finds a class's bases of our own (so that the check can fail)."""

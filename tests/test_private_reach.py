@@ -9,10 +9,8 @@ own names used through the class inside its body (``Foo._CACHE`` in class
 start with an underscore (``_replace``, ``_asdict``, ...).
 
 What is left must be a named exception in :data:`ALLOWED`, with the reason:
-ten at most in all of txnsq/.  :data:`_MIRROR_PENDING`, the reaches of the
-mirror code counted apart while it moved into txnsq/mirror/, is empty and
-must stay so.  An entry that
-matches no reach any more fails the test, so that the lists only shrink.
+ten at most in all of txnsq/.  An entry that matches no reach any more
+fails the test, so that the list only shrinks.
 
 The source is read, not executed.
 """
@@ -21,7 +19,7 @@ from __future__ import annotations
 
 import ast
 import os
-from typing import Dict, Iterator, List, Set, Tuple
+from typing import Dict, Iterator, List, Tuple
 
 from twisted.trial.unittest import SynchronousTestCase
 
@@ -48,11 +46,6 @@ ALLOWED: Dict[str, str] = {
         "shows as Go shows goroutines"
     ),
 }
-
-#: Reaches inside the mirror modules, by module, counted apart while
-#: mirroring moved into txnsq/mirror/: none are left, and none may come
-#: back (Channel and Topic have public methods for what it needs).
-_MIRROR_PENDING: Dict[str, Tuple[str, ...]] = {}
 
 #: ``collections.namedtuple``'s public names that start with an underscore
 #: (so that they cannot clash with field names).
@@ -176,12 +169,6 @@ def package_reaches() -> List[Reach]:
     return _found[0]
 
 
-def _pending_keys() -> Set[str]:
-    return {
-        "%s:%s" % (module, entry) for module, entries in _MIRROR_PENDING.items() for entry in entries
-    }
-
-
 class PrivateReachTests(SynchronousTestCase):
     """Modules use each other's public names only, but for a few named exceptions."""
 
@@ -190,11 +177,10 @@ class PrivateReachTests(SynchronousTestCase):
 
     def test_every_reach_is_named(self) -> None:
         """Every use of another object's private name in txnsq/ is a named exception."""
-        known = set(ALLOWED) | _pending_keys()
-        self.assertEqual([reach for reach in self.reaches if reach.key not in known], [])
+        self.assertEqual([reach for reach in self.reaches if reach.key not in ALLOWED], [])
 
     def test_few_exceptions(self) -> None:
-        """At most ten exceptions are allowed in all of txnsq/ (the mirror's pending ones aside)."""
+        """At most ten exceptions are allowed in all of txnsq/."""
         self.assertLessEqual(len(ALLOWED), MAX_ALLOWED)
 
     def test_exceptions_are_explained(self) -> None:
@@ -202,15 +188,9 @@ class PrivateReachTests(SynchronousTestCase):
         self.assertEqual([key for key, why in ALLOWED.items() if len(why.split()) < 5], [])
 
     def test_no_stale_exception(self) -> None:
-        """Every exception, the mirror's pending ones included, still matches a reach (the lists only shrink)."""
+        """Every exception still matches a reach (the list only shrinks)."""
         found = {reach.key for reach in self.reaches}
-        self.assertEqual(sorted((set(ALLOWED) | _pending_keys()) - found), [])
-
-    def test_pending_only_in_mirror_modules(self) -> None:
-        """The pending group names mirror modules only, and no key is in both lists."""
-        for module in _MIRROR_PENDING:
-            self.assertIn("/mirror", module)
-        self.assertEqual(set(ALLOWED) & _pending_keys(), set())
+        self.assertEqual(sorted(set(ALLOWED) - found), [])
 
     def test_namedtuple_names_are_not_ours(self) -> None:
         """No txnsq class defines a name of namedtuple's API, which the check lets through."""
